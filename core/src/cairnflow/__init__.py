@@ -1,0 +1,106 @@
+"""cairnflow: durable workflows whose whole state is rows in a database you already run.
+
+::
+
+    import cairnflow as cf
+
+    orders = cf.Workflow("process-order")
+
+    @orders.step(retry=cf.RetryPolicy(max_attempts=5))
+    def charge(ctx: cf.StepContext, order: dict) -> dict: ...
+
+    store = cf.open_store("sqlite:///orders.db")
+    store.migrate()
+    with cf.Client(store, workers=8) as client:
+        client.register(orders)
+        ref = client.enqueue("process-order", {"id": "A-1"})
+        print(client.wait(ref).status)
+"""
+
+from . import clock
+from ._caps import Cap
+from ._engine import Client, RunList, RunOverview
+from ._errors import (
+    Abandoned,
+    CairnError,
+    Cancelled,
+    DriverError,
+    DuplicateRun,
+    InvalidName,
+    LeaseLost,
+    PayloadTooLarge,
+    Permanent,
+    RunFailed,
+    RunNotFound,
+    SchemaNotReady,
+    SchemaTooNew,
+    Snooze,
+    StepTimeout,
+    Unavailable,
+    UnknownWorkflow,
+    Unsupported,
+    WaitTimeout,
+)
+from ._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
+from ._version import SPI_VERSION, __version__
+from .codec import Codec, JSONCodec
+from .context import StepContext
+from .drivers import open_store
+from .notify import LocalNotifier, Notifier
+from .retry import NO_RETRY, Backoff, RetryPolicy
+from .store import MemoryStore, SignalResult, Store
+from .workflow import DEFAULT_QUEUE, Sleep, Step, Wait, Workflow
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "NO_RETRY",
+    "SPI_VERSION",
+    "Abandoned",
+    "Backoff",
+    "CairnError",
+    "Cancelled",
+    "Cap",
+    "Client",
+    "Codec",
+    "DriverError",
+    "DuplicateRun",
+    "ErrorInfo",
+    "InvalidName",
+    "JSONCodec",
+    "Job",
+    "LeaseLost",
+    "LocalNotifier",
+    "MemoryStore",
+    "Notifier",
+    "PayloadTooLarge",
+    "Permanent",
+    "RetryPolicy",
+    "RunFailed",
+    "RunInfo",
+    "RunList",
+    "RunNotFound",
+    "RunOverview",
+    "RunRef",
+    "SchemaNotReady",
+    "SchemaTooNew",
+    "SignalResult",
+    "Sleep",
+    "Snooze",
+    "Status",
+    "Step",
+    "StepContext",
+    "StepInfo",
+    "StepKind",
+    "StepStatus",
+    "StepTimeout",
+    "Store",
+    "Unavailable",
+    "UnknownWorkflow",
+    "Unsupported",
+    "Wait",
+    "WaitTimeout",
+    "Workflow",
+    "__version__",
+    "clock",
+    "open_store",
+]

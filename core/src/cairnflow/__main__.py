@@ -1,0 +1,5 @@
+"""``python -m cairnflow`` runs the ``cairn`` command line."""
+
+from .cli import run
+
+run()

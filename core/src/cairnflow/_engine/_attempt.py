@@ -1,0 +1,172 @@
+"""The local state of one claimed attempt, and how it is interrupted.
+
+An attempt's outcome is decided exactly once on this node: whoever first
+*finalizes* it (the worker with the step's return value, the keeper at the
+deadline, a lost or cancelled lease, a stopping client) decides what, if
+anything, is written. Everyone else finds it finalized and writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import threading
+import time
+from enum import Enum
+
+from .._errors import Cancelled, LeaseLost, StepTimeout
+from ..store import ClaimedAttempt
+
+__all__ = ["End", "RunningAttempt"]
+
+
+class End(Enum):
+    """Why an attempt was finalized."""
+
+    COMPLETED = "completed"
+    """The worker has the outcome and writes it."""
+    TIMED_OUT = "timed_out"
+    """The keeper wrote a StepTimeout failure at the deadline."""
+    LEASE_LOST = "lease_lost"
+    """The lease is gone; nothing may be written."""
+    CANCELLED = "cancelled"
+    """The run was cancelled; the store already knows."""
+    STOPPING = "stopping"
+    """The client stops; the attempt is handed back."""
+
+
+class _StepTimedOut(StepTimeout):
+    """Raised inside a sync step that ran past its deadline."""
+
+
+class _LeaseWasLost(LeaseLost):
+    """Raised inside a sync step whose lease was lost."""
+
+
+class _RunCancelled(Cancelled):
+    """Raised inside a sync step whose run was cancelled or whose client stops."""
+
+
+_RAISED_FOR: dict[End, type[BaseException]] = {
+    End.TIMED_OUT: _StepTimedOut,
+    End.LEASE_LOST: _LeaseWasLost,
+    End.CANCELLED: _RunCancelled,
+    End.STOPPING: _RunCancelled,
+}
+
+
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+    """Schedule ``exc`` to be raised in thread ``thread_id`` (None clears a pending one)."""
+    set_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    target = ctypes.c_ulong(thread_id)
+    if set_exc(target, ctypes.py_object(exc) if exc is not None else None) > 1:
+        set_exc(target, None)  # more than one thread matched: undo, as the C API asks
+
+
+class RunningAttempt:
+    """One claimed attempt held by this client, from claim to outcome."""
+
+    def __init__(
+        self, claimed: ClaimedAttempt, renewed_at: float, *, interrupt: bool = True
+    ) -> None:
+        self.claimed = claimed
+        self.may_interrupt = interrupt
+        self.token = claimed.token
+        self.cancel_event = threading.Event()
+        self.renewed_at = renewed_at
+        """``time.monotonic()`` when the latest renewal that landed began."""
+        self.deadline: float | None = None
+        self.end: End | None = None
+        self._lock = threading.Lock()
+        self._thread_id: int | None = None
+        self._in_user_code = False
+        self._interrupted = False
+        self._task: asyncio.Task[object] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def finalized(self) -> bool:
+        """True once an outcome was decided."""
+        return self.end is not None
+
+    def finalize(self, end: End) -> bool:
+        """Decide the attempt's end; True only for the first caller."""
+        with self._lock:
+            if self.end is not None:
+                return False
+            self.end = end
+            return True
+
+    def stop(self, end: End) -> bool:
+        """Finalize for ``end``, set the cancel event and interrupt the step's code."""
+        if not self.finalize(end):
+            return False
+        self.cancel_event.set()
+        self.interrupt()
+        return True
+
+    # -- user code, sync and async ----------------------------------------------------------
+    def enter_user_code(self) -> None:
+        """Mark the calling thread as running this attempt's sync step function."""
+        with self._lock:
+            self._thread_id = threading.get_ident()
+            self._in_user_code = True
+
+    def leave_user_code(self) -> None:
+        """Unmark, and drop an interrupt that was scheduled but not yet delivered."""
+        while True:
+            try:
+                with self._lock:
+                    self._in_user_code = False
+                    if self._interrupted and self._thread_id is not None:
+                        _set_async_exc(self._thread_id, None)
+                return
+            except (_StepTimedOut, _LeaseWasLost, _RunCancelled):
+                # The interrupt landed on the way out; it is spent now, try again.
+                continue
+
+    def attach_task(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[object]) -> None:
+        """Record the asyncio task running this attempt's async step function."""
+        with self._lock:
+            self._loop = loop
+            self._task = task
+        if self.end is not None:
+            self.interrupt()
+
+    def interrupt(self) -> None:
+        """Stop the step's code: cancel its task, or raise in its thread.
+
+        A sync step blocked inside a C call (``time.sleep``, a socket read) sees
+        the exception only when that call returns; its outcome is already
+        decided, so nothing it returns afterwards is written.
+        """
+        with self._lock:
+            if self._task is not None and self._loop is not None:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+                return
+            if not self.may_interrupt or not self._in_user_code or self._interrupted:
+                return
+            if self._thread_id is None:
+                return
+            exc = _RAISED_FOR.get(self.end) if self.end is not None else None
+            if exc is None:
+                return
+            self._interrupted = True
+            _set_async_exc(self._thread_id, exc)
+
+    def expired(self, now: float, lease: float) -> bool:
+        """True when no renewal landed for a whole lease (measured on ``time.monotonic``)."""
+        return now - self.renewed_at >= lease
+
+    def overdue(self, now: float) -> bool:
+        """True past the attempt's deadline."""
+        return self.deadline is not None and now >= self.deadline
+
+    def __repr__(self) -> str:
+        c = self.claimed
+        return f"<attempt {c.workflow}/{c.step} run={c.run_id} #{c.attempt} end={self.end}>"
+
+
+def monotonic() -> float:
+    """The clock local lease accounting uses."""
+    return time.monotonic()

@@ -1,0 +1,702 @@
+"""The client: the one object applications use to define, enqueue, run and watch runs."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import random
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from .._caps import Cap
+from .._errors import (
+    InvalidName,
+    PayloadTooLarge,
+    RunFailed,
+    RunNotFound,
+    UnknownWorkflow,
+    Unsupported,
+    WaitTimeout,
+)
+from .._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind
+from .._names import check_key, check_labels, check_name
+from ..clock import Clock, Real
+from ..codec import Codec, JSONCodec
+from ..drivers import check_spi_version
+from ..notify import Notifier
+from ..retry import JitterSource
+from ..store import (
+    ACTIVE,
+    NewRun,
+    NewStep,
+    RunQuery,
+    SignalResult,
+    Store,
+    StoredRun,
+    derive_status,
+)
+from ..workflow import Workflow
+from ._attempt import End, monotonic
+from ._dispatcher import Dispatcher, WorkerPool
+from ._keeper import LeaseKeeper
+from ._runner import StepRunner
+from ._state import CLOSURE_WORKFLOW, EngineState, Settings
+
+__all__ = ["Client", "RunList", "RunOverview"]
+
+_NS = 1_000_000_000
+_ACTIVE_STATUSES = frozenset({Status.PENDING, Status.QUEUED, Status.RUNNING, Status.WAITING})
+
+RunLike = RunRef | str
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverview:
+    """One run in a listing (``Client.runs``): no payload, no step outputs."""
+
+    id: str
+    workflow: str
+    queue: str
+    status: Status
+    key: str | None
+    labels: Mapping[str, str]
+    created_at_ns: int
+    run_at_ns: int
+    finished_at_ns: int | None
+    error: ErrorInfo | None
+    step_counts: Mapping[str, int]
+
+    @property
+    def ref(self) -> RunRef:
+        """A :class:`RunRef` to this run."""
+        return RunRef(self.id, self.workflow)
+
+
+@dataclass(frozen=True, slots=True)
+class RunList:
+    """A page of runs, newest first; pass ``cursor`` back for the next page."""
+
+    runs: tuple[RunOverview, ...]
+    cursor: str | None
+
+
+def _default_node_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return float(value)
+
+
+class Client:
+    """Defines, enqueues, runs and watches workflow runs on one store.
+
+    ``workers`` caps how many step attempts run at once on this client.
+    ``poll_interval`` is how often it looks for work other clients made due
+    (a notifier wakes it sooner). A claimed step is a ``lease`` of that many
+    seconds, renewed every third of it; a step whose worker died is retaken by
+    any client after the lease, and after more than ``max_reclaims`` takeovers
+    the attempt fails with :class:`~cairnflow.Abandoned`.
+
+    ``clock`` drives due times; ``lease_clock`` measures leases (wall time
+    shared by the cluster). ``jitter`` draws backoff jitter in [0, 1).
+    ``payload_limit`` refuses larger encoded payloads before any write.
+    ``lease_skew`` makes this client wait that much longer past a lease's end
+    before taking the step over. ``interrupt=False`` stops the client from
+    raising :class:`~cairnflow.StepTimeout` (and friends) inside sync steps
+    that must stop; they then only see ``ctx.cancelled``.
+
+    ``start()`` never migrates: run ``store.migrate()`` (or ``cairn migrate``)
+    first. A client that is never started can still enqueue and read.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        workers: int = 8,
+        poll_interval: float = 1.0,
+        lease: float = 30.0,
+        max_reclaims: int = 5,
+        node_id: str | None = None,
+        codec: Codec | None = None,
+        clock: Clock | None = None,
+        lease_clock: Clock | None = None,
+        jitter: JitterSource | None = None,
+        notifier: Notifier | Literal[False] | None = None,
+        payload_limit: int | None = None,
+        lease_skew: float = 0.0,
+        fetch_batch: int = 100,
+        interrupt: bool = True,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+        if isinstance(max_reclaims, bool) or not isinstance(max_reclaims, int) or max_reclaims < 0:
+            raise ValueError(f"max_reclaims must be an int >= 0, got {max_reclaims!r}")
+        if isinstance(fetch_batch, bool) or not isinstance(fetch_batch, int) or fetch_batch < 1:
+            raise ValueError(f"fetch_batch must be an int >= 1, got {fetch_batch!r}")
+        if payload_limit is not None:
+            if isinstance(payload_limit, bool) or not isinstance(payload_limit, int):
+                raise ValueError(f"payload_limit must be an int, got {payload_limit!r}")
+            if payload_limit < 1:
+                raise ValueError(f"payload_limit must be >= 1 byte, got {payload_limit!r}")
+            if Cap.PAYLOAD_LIMIT not in store.capabilities:
+                raise Unsupported(Cap.PAYLOAD_LIMIT, "Client(payload_limit=...)")
+        if lease_skew < 0 or not math.isfinite(lease_skew):
+            raise ValueError(f"lease_skew must be a finite number >= 0, got {lease_skew!r}")
+        node = node_id if node_id is not None else _default_node_id()
+        if not isinstance(node, str) or not 1 <= len(node) <= 255 or not node.isprintable():
+            raise InvalidName(f"invalid node_id {node!r}: 1 to 255 printable characters")
+        settings = Settings(
+            workers=workers,
+            poll_interval=_positive("poll_interval", poll_interval),
+            lease=_positive("lease", lease),
+            max_reclaims=max_reclaims,
+            node_id=node,
+            payload_limit=payload_limit,
+            lease_skew=float(lease_skew),
+            fetch_batch=fetch_batch,
+            interrupt=interrupt,
+        )
+        chosen: Notifier | None
+        if notifier is False:
+            chosen = None
+        elif notifier is None:
+            chosen = store.default_notifier()
+        else:
+            chosen = notifier
+        self._state = EngineState(
+            store=store,
+            settings=settings,
+            codec=codec or JSONCodec(),
+            clock=clock or Real(),
+            lease_clock=lease_clock or Real(),
+            jitter=jitter or random.random,
+            notifier=chosen,
+            logger=logger or logging.getLogger("cairnflow"),
+        )
+        self._steps: dict[str, tuple[NewStep, ...]] = {}
+        self._lifecycle = threading.Lock()
+        self._started = False
+        self._stopped = False
+        self._runner: StepRunner | None = None
+        self._pool: WorkerPool | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._cleanups: list[Callable[[], None]] = []
+
+    # -- properties -------------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        """The store this client works on."""
+        return self._state.store
+
+    @property
+    def node_id(self) -> str:
+        """This client's node id, recorded on every attempt it claims."""
+        return self._state.settings.node_id
+
+    @property
+    def capabilities(self) -> frozenset[Cap]:
+        """What the store declared."""
+        return self._state.caps
+
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and ``stop()``."""
+        return self._started and not self._stopped
+
+    @property
+    def workflows(self) -> Mapping[str, Workflow]:
+        """The registered workflows by name."""
+        return dict(self._state.registry)
+
+    # -- definitions ---------------------------------------------------------------------------
+    def register(self, *workflows: Workflow) -> None:
+        """Register workflows this client enqueues and runs.
+
+        A client only claims steps of workflows it registered. On a running
+        client the workflow's capabilities are checked at once.
+        """
+        for workflow in workflows:
+            if not isinstance(workflow, Workflow):
+                raise TypeError(f"register() takes Workflow objects, got {workflow!r}")
+            workflow.validate()
+            if workflow.name.startswith("cairnflow."):
+                raise InvalidName(
+                    f"workflow name {workflow.name!r} is reserved: names starting with "
+                    f"'cairnflow.' belong to the engine"
+                )
+            known = self._state.registry.get(workflow.name)
+            if known is not None and known is not workflow:
+                raise ValueError(f"another workflow named {workflow.name!r} is already registered")
+            if self.running:
+                self._check_workflow(workflow)
+            self._steps[workflow.name] = tuple(
+                NewStep(
+                    name=step.name,
+                    kind=step.kind,
+                    parents=step.parents,
+                    children=workflow.children(step.name),
+                )
+                for step in workflow.steps.values()
+            )
+            self._state.register(workflow)
+
+    def _check_workflow(self, workflow: Workflow) -> None:
+        for cap, why in workflow.required_capabilities().items():
+            self._state.require(cap, f"workflow {workflow.name!r} ({why})")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Check every workflow and the schema, then start working. Does not block.
+
+        Raises :class:`~cairnflow.Unsupported` naming the workflow and the
+        capability a store lacks, and :class:`~cairnflow.SchemaNotReady` when
+        the database was not migrated.
+        """
+        with self._lifecycle:
+            if self._started:
+                raise RuntimeError("this client was already started; make a new Client to restart")
+            for workflow in self._state.registry.values():
+                self._check_workflow(workflow)
+            self._state.store.check_schema()
+            state = self._state
+            self._runner = StepRunner(state)
+            self._pool = WorkerPool(state, self._runner)
+            self._keeper = LeaseKeeper(state, self._runner)
+            self._dispatcher = Dispatcher(state, self._runner, self._pool)
+            self._started = True
+            state.running = True
+            self._pool.start()
+            self._keeper.start()
+            self._dispatcher.start()
+            if state.notifier is not None:
+                self._cleanups.append(state.notifier.listen(state.channel, state.wake))
+            subscribe = getattr(state.clock, "subscribe", None)
+            if callable(subscribe):
+                self._cleanups.append(subscribe(state.wake))
+
+    def stop(self, grace: float = 0.0, timeout: float = 10.0) -> None:
+        """Stop working: hand running steps back and wait for the workers.
+
+        New claims stop at once. With ``grace``, running attempts get that many
+        seconds to finish and write their outcomes first. The attempts still
+        running are then handed back, so another client can take them at once
+        instead of after their lease; their code sees ``ctx.cancelled`` (and a
+        :class:`~cairnflow.Cancelled` raised inside sync steps), and whatever
+        they return is not written. ``timeout`` bounds the wait for threads.
+        """
+        with self._lifecycle:
+            if not self._started or self._stopped:
+                self._stopped = self._started
+                return
+            self._stopped = True
+        state = self._state
+        assert self._dispatcher is not None
+        assert self._pool is not None
+        assert self._keeper is not None
+        state.stopping.set()
+        state.wake_event.set()
+        self._dispatcher.join(timeout)
+        if grace > 0:
+            ends = monotonic() + grace
+            while state.held_attempts() and monotonic() < ends:
+                state.stopping.wait(0.01)
+        handed = [a.token for a in state.held_attempts() if a.stop(End.STOPPING)]
+        if handed:
+            try:
+                state.store.hand_back(handed, state.now())
+                state.work_made_ready(others=True)
+            except Exception:
+                state.log.warning(
+                    "could not hand %d attempt(s) back; they are retaken after their leases",
+                    len(handed),
+                    exc_info=True,
+                )
+        stuck = self._pool.stop(timeout)
+        if stuck:
+            state.log.warning("workers still inside step code after stop: %s", ", ".join(stuck))
+        self._keeper.stop(timeout)
+        for cleanup in reversed(self._cleanups):
+            cleanup()
+        self._cleanups.clear()
+        state.running = False
+        state.run_finished()
+
+    def __enter__(self) -> Client:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wake(self) -> None:
+        """Look for work now instead of at the next poll (e.g. after ``enqueue_tx`` commits)."""
+        if self.running:
+            self._state.wake()
+
+    # -- enqueueing ------------------------------------------------------------------------------
+    def enqueue(
+        self,
+        workflow: str | Workflow,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay: float | timedelta | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> RunRef:
+        """Enqueue one run of ``workflow`` with ``payload``; return its reference.
+
+        ``key`` is an idempotency key: while an unfinished run of the workflow
+        holds it, another enqueue raises :class:`~cairnflow.DuplicateRun`.
+        ``delay`` (seconds or a timedelta) starts the run later. ``labels`` are
+        short strings stored with the run, for queries.
+        """
+        name = workflow.name if isinstance(workflow, Workflow) else workflow
+        return self._create([Job(name, payload, key=key, delay=_seconds(delay), labels=labels)])[0]
+
+    def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
+        """Enqueue several runs in one transaction: all of them or none."""
+        jobs = list(jobs)
+        self._state.require(Cap.BATCH_ENQUEUE, "enqueue_many()")
+        if not jobs:
+            return []
+        return self._create(jobs)
+
+    def enqueue_tx(
+        self,
+        tx: Any,
+        workflow: str | Workflow,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay: float | timedelta | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> RunRef:
+        """Enqueue inside the application's own transaction ``tx`` (a driver connection).
+
+        The run commits or rolls back with the application's writes. Call
+        :meth:`wake` after the commit to start it without waiting for a poll.
+        """
+        self._state.require(Cap.TRANSACTIONAL_ENQUEUE, "enqueue_tx()")
+        name = workflow.name if isinstance(workflow, Workflow) else workflow
+        job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels)
+        return self._create([job], tx=tx, wake=False)[0]
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> RunRef:
+        """Run ``fn(*args, **kwargs)`` as a one-step run (``Cap.CLOSURE``: in-process stores).
+
+        The callable is not registered and not stored as data; its return
+        value becomes the run's result.
+        """
+        state = self._state
+        state.require(Cap.CLOSURE, "submit()")
+        if not callable(fn):
+            raise TypeError(f"submit() takes a callable, got {fn!r}")
+        now = state.now()
+        new = NewRun(
+            workflow=CLOSURE_WORKFLOW,
+            queue="default",
+            priority=0,
+            payload=state.codec.encode(None),
+            steps=(NewStep("call", StepKind.TASK, (), ()),),
+            created_at=now,
+            run_at=now,
+            closure=functools.partial(fn, *args, **kwargs),
+        )
+        run_id = state.store.create_runs([new])[0]
+        state.work_made_ready(others=False)
+        return RunRef(run_id, CLOSURE_WORKFLOW)
+
+    def _create(self, jobs: Sequence[Job], *, tx: Any = None, wake: bool = True) -> list[RunRef]:
+        state = self._state
+        now = state.now()
+        runs = [self._new_run(job, now) for job in jobs]
+        run_ids = state.store.create_runs(runs, tx=tx)
+        if wake:
+            self._after_create(runs, now)
+        return [RunRef(run_id, run.workflow) for run_id, run in zip(run_ids, runs, strict=True)]
+
+    def _after_create(self, runs: Sequence[NewRun], now: int) -> None:
+        state = self._state
+        for run in runs:
+            if run.run_at > now:
+                state.add_timer(run.run_at)
+        if any(run.run_at <= now for run in runs):
+            state.work_made_ready(others=True)
+
+    def _new_run(self, job: Job, now: int) -> NewRun:
+        state = self._state
+        workflow = state.registry.get(job.workflow)
+        if workflow is None:
+            check_name("workflow", job.workflow)
+            raise UnknownWorkflow(job.workflow, list(state.registry))
+        key = None
+        if job.key is not None:
+            state.require(Cap.IDEMPOTENCY, "an idempotency key")
+            key = check_key(job.key)
+        run_at = now
+        if job.delay is not None:
+            delay = _seconds(job.delay)
+            if delay is not None and delay > 0:
+                state.require(Cap.DELAYED_START, "a delayed start")
+                run_at = now + int(delay * _NS)
+        labels = check_labels(job.labels)
+        payload = self._encode(job.payload, f"the payload of workflow {workflow.name!r}")
+        return NewRun(
+            workflow=workflow.name,
+            queue=workflow.queue,
+            priority=workflow.priority,
+            payload=payload,
+            steps=self._steps[workflow.name],
+            created_at=now,
+            run_at=run_at,
+            key=key,
+            labels=labels,
+        )
+
+    def _encode(self, value: Any, what: str) -> bytes:
+        state = self._state
+        try:
+            data = state.codec.encode(value)
+        except (TypeError, ValueError) as error:
+            raise TypeError(
+                f"{what} cannot be encoded by the {state.codec.name} codec: {error}"
+            ) from error
+        limit = state.settings.payload_limit
+        if limit is not None and len(data) > limit:
+            raise PayloadTooLarge(len(data), limit, what)
+        return data
+
+    # -- acting on runs ---------------------------------------------------------------
+    def signal(self, run: RunLike, name: str, payload: Any = None) -> SignalResult:
+        """Send signal ``name`` with ``payload`` to a run.
+
+        A step waiting for it resolves at once; otherwise the signal is kept
+        until a wait for it becomes ready. Raises :class:`~cairnflow.RunNotFound`.
+        """
+        state = self._state
+        state.require(Cap.SIGNAL, "signal()")
+        check_name("signal", name)
+        data = self._encode(payload, f"the payload of signal {name!r}")
+        result = state.store.send_signal(_run_id(run), name, data, state.now())
+        if result is SignalResult.DELIVERED:
+            state.work_made_ready(others=True)
+            state.run_finished()
+        return result
+
+    def cancel(self, run: RunLike) -> bool:
+        """Cancel an unfinished run; False if it had already finished.
+
+        Steps running on this client see ``ctx.cancelled`` at once; on other
+        clients at their next lease renewal. Their outcomes are not written.
+        """
+        state = self._state
+        state.require(Cap.CANCEL, "cancel()")
+        run_id = _run_id(run)
+        cancelled = state.store.cancel_run(run_id, state.now())
+        if cancelled:
+            for attempt in state.held_attempts():
+                if attempt.claimed.run_id == run_id:
+                    attempt.stop(End.CANCELLED)
+            state.run_finished()
+        return cancelled
+
+    # -- reading ----------------------------------------------------------------------
+    def info(self, run: RunLike) -> RunInfo:
+        """A snapshot of the run: status, steps, result and error."""
+        stored = self._state.store.get_run(_run_id(run))
+        if stored is None:
+            raise RunNotFound(_run_id(run))
+        return self._run_info(stored)
+
+    def wait(self, run: RunLike, timeout: float | None = None) -> RunInfo:
+        """Block until the run finishes and return its info.
+
+        Raises :class:`~cairnflow.WaitTimeout` after ``timeout`` seconds (the run
+        goes on).
+        """
+        state = self._state
+        ends = None if timeout is None else monotonic() + timeout
+        pause = 0.005
+        while True:
+            info = self.info(run)
+            if info.finished:
+                return info
+            left = None if ends is None else ends - monotonic()
+            if left is not None and left <= 0:
+                raise WaitTimeout(
+                    f"run {info.id} of workflow {info.workflow!r} is still {info.status} "
+                    f"after {timeout:g}s"
+                )
+            with state.finished:
+                state.finished.wait(pause if left is None else min(pause, left))
+            pause = min(pause * 2, 0.25, state.settings.poll_interval)
+
+    def result(self, run: RunLike, timeout: float | None = None) -> Any:
+        """Wait for the run and return its result; raise :class:`~cairnflow.RunFailed` otherwise.
+
+        The result is the output of the run's last step, or a dict of outputs
+        by step name when it has several last steps.
+        """
+        self._state.require(Cap.RESULT, "result()")
+        info = self.wait(run, timeout)
+        if info.status is not Status.SUCCEEDED:
+            raise RunFailed(info)
+        return info.result
+
+    def runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: Status | str | Iterable[Status | str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RunList:
+        """List runs of every workflow in the store, newest first (``Cap.RUN_QUERY``).
+
+        ``status`` filters by one or several statuses; ``labels`` keeps runs
+        having every given label. Pass the returned ``cursor`` for the next page.
+        """
+        state = self._state
+        state.require(Cap.RUN_QUERY, "runs()")
+        if workflow is not None:
+            check_name("workflow", workflow)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValueError(f"limit must be an int from 1 to 1000, got {limit!r}")
+        wanted: frozenset[Status] | None = None
+        if status is not None:
+            items = [status] if isinstance(status, str | Status) else list(status)
+            wanted = frozenset(Status(s) for s in items)
+        states: frozenset[str] | None = None
+        if wanted is not None:
+            states = frozenset(s.value for s in wanted if s.finished)
+            if wanted & _ACTIVE_STATUSES:
+                states |= {ACTIVE}
+        page = state.store.list_runs(
+            RunQuery(
+                workflow=workflow,
+                states=states,
+                labels=check_labels(labels),
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+        now = state.now()
+        overviews = []
+        for summary in page.runs:
+            derived = derive_status(summary.state, summary.run_at, now, summary.step_counts)
+            if wanted is not None and derived not in wanted:
+                continue  # a finer active status than the store filters on
+            overviews.append(
+                RunOverview(
+                    id=summary.id,
+                    workflow=summary.workflow,
+                    queue=summary.queue,
+                    status=derived,
+                    key=summary.key,
+                    labels=summary.labels,
+                    created_at_ns=summary.created_at,
+                    run_at_ns=summary.run_at,
+                    finished_at_ns=summary.finished_at,
+                    error=summary.error,
+                    step_counts={str(k): v for k, v in summary.step_counts.items()},
+                )
+            )
+        return RunList(tuple(overviews), page.cursor)
+
+    def _run_info(self, stored: StoredRun) -> RunInfo:
+        state = self._state
+        counts: dict[Any, int] = {}
+        for step in stored.steps:
+            counts[step.status] = counts.get(step.status, 0) + 1
+        status = derive_status(stored.state, stored.run_at, state.now(), counts)
+        with_results = Cap.RESULT in state.caps
+        steps = {
+            s.name: StepInfo(
+                name=s.name,
+                kind=s.kind,
+                status=s.status,
+                attempts=s.attempt,
+                failures=s.failures,
+                reclaims=s.reclaims,
+                output=self._decode(s.output) if with_results else None,
+                error=s.error,
+                node=s.node,
+                progress=self._decode(s.progress),
+                due_at_ns=s.due_at,
+                started_at_ns=s.started_at,
+                finished_at_ns=s.finished_at,
+                heartbeat_at_ns=s.heartbeat_at,
+            )
+            for s in stored.steps
+        }
+        result = None
+        if status is Status.SUCCEEDED and with_results:
+            parents = {p for s in stored.steps for p in s.parents}
+            sinks = [s for s in stored.steps if s.name not in parents]
+            if len(sinks) == 1:
+                result = steps[sinks[0].name].output
+            else:
+                result = {s.name: steps[s.name].output for s in sinks}
+        return RunInfo(
+            id=stored.id,
+            workflow=stored.workflow,
+            queue=stored.queue,
+            status=status,
+            payload=self._decode(stored.payload),
+            key=stored.key,
+            labels=stored.labels,
+            created_at_ns=stored.created_at,
+            run_at_ns=stored.run_at,
+            finished_at_ns=stored.finished_at,
+            steps=steps,
+            result=result,
+            error=stored.error,
+        )
+
+    def _decode(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return self._state.codec.decode(data)
+        except Exception:  # noqa: BLE001 - show what is stored rather than fail a read
+            return data
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped" if self._stopped else "idle"
+        return f"<Client {self.node_id} on {self._state.store.describe().url} {state}>"
+
+
+def _run_id(run: RunLike) -> str:
+    if isinstance(run, RunRef):
+        return run.id
+    if isinstance(run, str) and run:
+        return run
+    raise TypeError(f"expected a RunRef or a run id, got {run!r}")
+
+
+def _seconds(delay: float | timedelta | None) -> float | None:
+    if delay is None:
+        return None
+    if isinstance(delay, timedelta):
+        delay = delay.total_seconds()
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay):
+        raise ValueError(f"delay must be seconds or a timedelta, got {delay!r}")
+    if delay < 0:
+        raise ValueError(f"delay must be >= 0, got {delay!r}")
+    return float(delay)

@@ -1,0 +1,178 @@
+"""The dispatcher: finds work and hands it to the worker pool.
+
+One thread per client. It claims as many attempts as the client has idle
+workers in one store call, so a SQL store claims in one round trip and no
+lease is ever held for a busy node. It claims again at once when a claim came
+back full, when this client made work due (an enqueue, a finished step, a
+signal), when a notifier or :meth:`Client.wake` says so, at a local timer (a
+retry, snooze, sleep or delayed start this client scheduled), and at every
+poll, which also runs the housekeeping: ending due sleeps, failing overdue
+waits and taking back expired leases.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from ..store import ClaimRequest
+from ._attempt import RunningAttempt, monotonic
+from ._runner import StepRunner
+from ._state import EngineState
+
+__all__ = ["Dispatcher", "WorkerPool"]
+
+
+class WorkerPool:
+    """``workers`` threads running claimed attempts from one queue."""
+
+    def __init__(self, state: EngineState, runner: StepRunner) -> None:
+        self._state = state
+        self._runner = runner
+        self._queue: queue.SimpleQueue[RunningAttempt | None] = queue.SimpleQueue()
+        node = state.settings.node_id
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"cairnflow-worker-{node}-{i}", daemon=True)
+            for i in range(state.settings.workers)
+        ]
+
+    def start(self) -> None:
+        """Start every worker thread."""
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, attempt: RunningAttempt) -> None:
+        """Queue ``attempt`` for the next free worker."""
+        self._queue.put(attempt)
+
+    def stop(self, timeout: float) -> list[str]:
+        """Ask every worker to exit; wait up to ``timeout`` in all; name those still busy."""
+        for _ in self._threads:
+            self._queue.put(None)
+        deadline = monotonic() + timeout
+        stuck = []
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - monotonic()))
+            if thread.is_alive():
+                stuck.append(thread.name)
+        return stuck
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                attempt = self._queue.get()
+                if attempt is None:
+                    return
+                try:
+                    self._runner.run(attempt)
+                except BaseException:  # the worker outlives anything a step throws at it
+                    self._state.log.exception("worker crashed running %r", attempt)
+                finally:
+                    self._state.untrack(attempt)
+        finally:
+            self._runner.close_thread_loop()
+
+
+class Dispatcher:
+    """The claim loop and housekeeping of one client (see the module docstring)."""
+
+    def __init__(self, state: EngineState, runner: StepRunner, pool: WorkerPool) -> None:
+        self._state = state
+        self._runner = runner
+        self._pool = pool
+        self._thread = threading.Thread(
+            target=self._loop, name=f"cairnflow-dispatcher-{state.settings.node_id}", daemon=True
+        )
+
+    def start(self) -> None:
+        """Start the dispatcher thread."""
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the dispatcher thread to end (after ``state.stopping`` is set)."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        state = self._state
+        poll = state.settings.poll_interval
+        next_poll = 0.0
+        while not state.stopping.is_set():
+            state.wake_event.clear()
+            now = state.now()
+            if monotonic() >= next_poll:
+                self._housekeeping(now)
+                next_poll = monotonic() + poll
+                state.request_claim()
+            elif state.pop_due_timers(now):
+                self._housekeeping(now)
+                state.request_claim()
+            self._claim()
+            state.wake_event.wait(self._sleep_for(next_poll))
+
+    def _sleep_for(self, next_poll: float) -> float:
+        state = self._state
+        wait = next_poll - monotonic()
+        timer = state.next_timer()
+        if timer is not None:
+            wait = min(wait, (timer - state.now()) / 1e9)
+        return max(0.0, wait)
+
+    def _claim(self) -> None:
+        state = self._state
+        while not state.stopping.is_set():
+            with state.lock:
+                if not state.want_claim:
+                    return
+                idle = state.settings.workers - state.in_flight
+                # Cleared before the claim: a wake-up during it sets it again.
+                state.want_claim = False
+            if idle <= 0:
+                with state.lock:
+                    state.want_claim = True  # claim again when a slot frees
+                return
+            started = monotonic()
+            request = ClaimRequest(
+                workflows=state.workflow_names,
+                limit=idle,
+                now=state.now(),
+                lease_until=state.lease_until(),
+                node_id=state.settings.node_id,
+            )
+            try:
+                claimed = state.store.claim(request)
+            except Exception:
+                state.log.warning("claim failed; retrying at the next poll", exc_info=True)
+                return
+            interrupt = state.settings.interrupt
+            attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
+            state.track(attempts)
+            for attempt in attempts:
+                self._pool.submit(attempt)
+            if len(claimed) < idle:
+                return
+            with state.lock:
+                state.want_claim = True  # the claim came back full: there may be more
+
+    def _housekeeping(self, now: int) -> None:
+        state = self._state
+        names = state.workflow_names
+        batch = state.settings.fetch_batch
+        try:
+            advanced = state.store.advance_due(now=now, workflows=names, limit=batch)
+            if advanced.woken or advanced.timed_out:
+                state.run_finished()
+            reclaimed = state.store.reclaim_expired(
+                lease_now=state.lease_clock.now_ns() - int(state.settings.lease_skew * 1e9),
+                now=now,
+                workflows=names,
+                max_reclaims=state.settings.max_reclaims,
+                limit=batch,
+            )
+        except Exception:
+            state.log.warning("housekeeping failed; retrying at the next poll", exc_info=True)
+            return
+        if reclaimed.requeued:
+            state.log.info("took back %d attempt(s) whose leases expired", reclaimed.requeued)
+        for expired in reclaimed.abandoned:
+            self._runner.abandon(expired)

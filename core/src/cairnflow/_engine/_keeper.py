@@ -1,0 +1,122 @@
+"""The lease keeper: renews this client's leases and enforces deadlines.
+
+Two threads per client, so that a hung database call cannot stop the other:
+
+* the *renewer* renews every attempt the client holds in one store call every
+  third of the lease, from the claim on (an attempt waiting for a free worker
+  keeps its lease too);
+* the *watchdog* only looks at local state: an attempt whose renewal has not
+  landed for a whole lease, measured on this process's monotonic clock, fences
+  itself (another node may already hold the step, so its outcome must not be
+  written), and an attempt past its timeout is failed with StepTimeout.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ._attempt import End, RunningAttempt, monotonic
+from ._runner import StepRunner
+from ._state import EngineState
+
+__all__ = ["LeaseKeeper"]
+
+# Ends after which the lease is deliberately let go, so it is not renewed.
+_RELEASED = frozenset({End.LEASE_LOST, End.CANCELLED, End.STOPPING, End.TIMED_OUT})
+
+
+class LeaseKeeper:
+    """The renewer and watchdog threads of one client (see the module docstring)."""
+
+    def __init__(self, state: EngineState, runner: StepRunner) -> None:
+        self._state = state
+        self._runner = runner
+        self._stop = threading.Event()
+        self._poke = state.replan
+        node = state.settings.node_id
+        self._threads = [
+            threading.Thread(
+                target=self._renew_loop, name=f"cairnflow-renewer-{node}", daemon=True
+            ),
+            threading.Thread(
+                target=self._watch_loop, name=f"cairnflow-watchdog-{node}", daemon=True
+            ),
+        ]
+
+    def start(self) -> None:
+        """Start both threads."""
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop both threads and wait for them (a renewal hung in the store is left behind)."""
+        self._stop.set()
+        self._poke.set()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout)
+
+    # -- renewer -------------------------------------------------------------------------------
+    def _renew_loop(self) -> None:
+        every = self._state.settings.lease / 3
+        while not self._stop.wait(every):
+            self._renew()
+
+    def _renew(self) -> None:
+        state = self._state
+        attempts = [a for a in state.held_attempts() if a.end not in _RELEASED]
+        if not attempts:
+            return
+        started = monotonic()
+        try:
+            result = state.store.renew([a.token for a in attempts], state.lease_until())
+        except Exception:
+            # Not fatal yet: an attempt fences itself once a whole lease passes unrenewed.
+            state.log.warning("lease renewal failed; retrying", exc_info=True)
+            return
+        for attempt in attempts:
+            if attempt.token in result.lost:
+                self._fence(attempt)
+            elif attempt.token in result.cancelled:
+                attempt.stop(End.CANCELLED)
+            else:
+                attempt.renewed_at = max(attempt.renewed_at, started)
+
+    # -- watchdog --------------------------------------------------------------------------------
+    def _watch_loop(self) -> None:
+        lease = self._state.settings.lease
+        while not self._stop.is_set():
+            self._poke.clear()
+            wake_at = monotonic() + lease / 3
+            for attempt in self._state.held_attempts():
+                if attempt.finalized:
+                    continue
+                now = monotonic()
+                if attempt.expired(now, lease):
+                    self._fence(attempt)
+                    continue
+                if attempt.overdue(now):
+                    self._time_out(attempt)
+                    continue
+                wake_at = min(wake_at, attempt.renewed_at + lease)
+                if attempt.deadline is not None:
+                    wake_at = min(wake_at, attempt.deadline)
+            self._poke.wait(max(0.001, wake_at - monotonic()))
+
+    def _time_out(self, attempt: RunningAttempt) -> None:
+        # The failure is written from its own thread: the watchdog never waits on the store.
+        if attempt.stop(End.TIMED_OUT):
+            threading.Thread(
+                target=self._runner.write_timeout,
+                args=(attempt,),
+                name="cairnflow-timeout",
+                daemon=True,
+            ).start()
+
+    def _fence(self, attempt: RunningAttempt) -> None:
+        if attempt.stop(End.LEASE_LOST):
+            self._state.log.warning(
+                "lease of step %r of run %s is lost; its outcome will not be written",
+                attempt.claimed.step,
+                attempt.claimed.run_id,
+            )

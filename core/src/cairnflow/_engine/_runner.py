@@ -1,0 +1,380 @@
+"""Running one claimed attempt: its input, its code, its outcome.
+
+The runner turns a :class:`ClaimedAttempt` into an :class:`Outcome` and writes
+it through the store's fenced ``finish``. Sleep and wait steps have no code:
+they register with the store at once and hold no worker while they wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._caps import Cap
+from .._errors import (
+    Abandoned,
+    CairnError,
+    Cancelled,
+    LeaseLost,
+    Permanent,
+    Snooze,
+    StepTimeout,
+)
+from .._models import ErrorInfo, StepKind
+from ..context import StepContext
+from ..retry import NO_RETRY, RetryPolicy
+from ..store import (
+    AttemptState,
+    ClaimedAttempt,
+    ExpiredAttempt,
+    Failed,
+    FinishResult,
+    Outcome,
+    SleepUntil,
+    Snoozed,
+    Succeeded,
+    WaitFor,
+)
+from ..workflow import Sleep, Step, Wait
+from ._attempt import End, RunningAttempt, monotonic
+from ._state import EngineState
+
+__all__ = ["StepRunner"]
+
+_NS = 1_000_000_000
+
+
+class _Control:
+    """What ``ctx.heartbeat()`` and ``ctx.progress()`` call."""
+
+    __slots__ = ("_attempt", "_runner")
+
+    def __init__(self, runner: StepRunner, attempt: RunningAttempt) -> None:
+        self._runner = runner
+        self._attempt = attempt
+
+    def heartbeat(self) -> None:
+        self._runner.heartbeat(self._attempt)
+
+    def progress(self, value: Any) -> None:
+        self._runner.progress(self._attempt, value)
+
+
+class StepRunner:
+    """Executes attempts for one client and writes their outcomes."""
+
+    def __init__(self, state: EngineState) -> None:
+        self._state = state
+        self._loops = threading.local()
+
+    # -- the whole attempt -------------------------------------------------------------------
+    def run(self, attempt: RunningAttempt) -> None:
+        """Run ``attempt`` and write its outcome, unless someone else finalized it."""
+        if attempt.finalized:
+            return
+        try:
+            outcome = self._outcome(attempt)
+        except Exception as error:  # a bug of ours must not kill the worker
+            self._state.log.exception("attempt %r failed inside the engine", attempt)
+            outcome = self.failure(attempt.claimed, Permanent(error), self._state.now(), None)
+        if outcome is not None and attempt.finalize(End.COMPLETED):
+            self.write(attempt.claimed, outcome)
+
+    def write(self, claimed: ClaimedAttempt, outcome: Outcome) -> FinishResult | None:
+        """Write ``outcome`` through the fenced ``finish`` and react to what it did."""
+        state = self._state
+        try:
+            result = state.store.finish(claimed.token, outcome, state.now())
+        except Exception:
+            # Nothing was written; the lease runs out and another attempt follows.
+            state.log.exception(
+                "could not write the outcome of step %r of run %s; it will be retaken after "
+                "its lease",
+                claimed.step,
+                claimed.run_id,
+            )
+            return None
+        if not result.applied:
+            state.log.info(
+                "outcome of step %r of run %s not written: the attempt was %s",
+                claimed.step,
+                claimed.run_id,
+                "cancelled" if result.state is AttemptState.CANCELLED else "taken over",
+            )
+            return result
+        due = _due_time(outcome)
+        if due is not None:
+            state.add_timer(due)
+        if result.ready:
+            state.work_made_ready(others=result.ready > state.idle())
+        if result.run_status is not None:
+            state.run_finished()
+        return result
+
+    # -- outcomes ----------------------------------------------------------------------------
+    def _outcome(self, attempt: RunningAttempt) -> Outcome | None:
+        claimed = attempt.claimed
+        state = self._state
+        if claimed.closure is not None:
+            return self._run_code(attempt, _closure_step(claimed.closure), None, None)
+        workflow = state.registry.get(claimed.workflow)
+        step = workflow.steps.get(claimed.step) if workflow is not None else None
+        if workflow is None or step is None:
+            problem = CairnError(
+                f"step {claimed.step!r} of workflow {claimed.workflow!r} is not defined on this "
+                f"client; was the workflow changed while runs were in flight?"
+            )
+            return self.failure(claimed, Permanent(problem), state.now(), None)
+        if isinstance(step, Sleep):
+            until = state.now() + int(step.seconds * _NS)
+            return SleepUntil(until=until, output=self._passthrough(claimed))
+        if isinstance(step, Wait):
+            deadline = None if step.timeout is None else state.now() + int(step.timeout * _NS)
+            return WaitFor(signal=step.signal, deadline=deadline)
+        assert step.fn is not None
+        return self._run_code(attempt, step.fn, step, workflow.timeout_for(step))
+
+    def _run_code(
+        self,
+        attempt: RunningAttempt,
+        fn: Callable[..., Any],
+        step: Step | None,
+        timeout: float | None,
+    ) -> Outcome | None:
+        claimed = attempt.claimed
+        state = self._state
+        try:
+            payload, parents, data = self._inputs(claimed)
+        except Exception as error:  # noqa: BLE001 - any decode error means a bad input
+            failure = CairnError(f"the input of step {claimed.step!r} cannot be decoded: {error}")
+            return self.failure(claimed, Permanent(failure), state.now(), step)
+        if timeout is not None:
+            attempt.deadline = monotonic() + timeout
+            state.replan.set()
+        ctx = StepContext(
+            run_id=claimed.run_id,
+            workflow=claimed.workflow,
+            step=claimed.step,
+            attempt=claimed.attempt,
+            payload=payload,
+            parents=parents,
+            labels=claimed.labels,
+            node_id=state.settings.node_id,
+            queue=claimed.queue,
+            deadline=attempt.deadline,
+            cancel_event=attempt.cancel_event,
+            control=_Control(self, attempt),
+        )
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = self._call_async(attempt, fn, ctx, data)
+            else:
+                value = self._call_sync(attempt, fn, ctx, data)
+        except Snooze as snooze:
+            if Cap.SNOOZE not in state.caps:
+                return self.failure(
+                    claimed, Permanent(snooze_unsupported(state)), state.now(), step
+                )
+            return Snoozed(until=state.now() + int(snooze.seconds * _NS))
+        except BaseException as error:  # noqa: BLE001 - whatever a step raises is its failure
+            if attempt.finalized:
+                return None
+            return self.failure(claimed, error, state.now(), step)
+        if attempt.finalized:
+            return None
+        try:
+            output = state.codec.encode(value)
+        except (TypeError, ValueError) as error:
+            problem = CairnError(
+                f"step {claimed.step!r} returned a value the {state.codec.name} codec cannot "
+                f"encode: {error}"
+            )
+            return self.failure(claimed, Permanent(problem), state.now(), step)
+        return Succeeded(output)
+
+    def _inputs(self, claimed: ClaimedAttempt) -> tuple[Any, dict[str, Any], Any]:
+        codec = self._state.codec
+        payload = codec.decode(claimed.payload)
+        parents = {name: codec.decode(raw) for name, raw in claimed.inputs.items()}
+        if not parents:
+            return payload, parents, payload
+        if len(parents) == 1:
+            return payload, parents, next(iter(parents.values()))
+        return payload, parents, parents
+
+    def _passthrough(self, claimed: ClaimedAttempt) -> bytes:
+        """The encoded input of a sleep step, which becomes its output unchanged."""
+        if not claimed.inputs:
+            return claimed.payload
+        if len(claimed.inputs) == 1:
+            return next(iter(claimed.inputs.values()))
+        codec = self._state.codec
+        return codec.encode({name: codec.decode(raw) for name, raw in claimed.inputs.items()})
+
+    def failure(
+        self, claimed: ClaimedAttempt, error: BaseException, now: int, step: Step | None
+    ) -> Failed:
+        """The failure outcome of ``error``: a retry time by the policy, or none."""
+        info = ErrorInfo.from_exception(error, step=claimed.step, attempt=claimed.attempt)
+        policy = self._policy(claimed, step)
+        delay = policy.next_delay(error, claimed.failures + 1, self._state.jitter())
+        retry_at = None if delay is None else now + int(delay * _NS)
+        return Failed(info, retry_at)
+
+    def _policy(self, claimed: ClaimedAttempt, step: Step | None) -> RetryPolicy:
+        workflow = self._state.registry.get(claimed.workflow)
+        if step is None and workflow is not None:
+            step = workflow.steps.get(claimed.step)
+        if workflow is None or step is None:
+            return NO_RETRY
+        return workflow.retry_for(step)
+
+    # -- calling user code -------------------------------------------------------------------
+    def _call_sync(
+        self, attempt: RunningAttempt, fn: Callable[..., Any], ctx: StepContext, data: Any
+    ) -> Any:
+        attempt.enter_user_code()
+        try:
+            if attempt.finalized:  # stopped between the claim and now
+                raise Cancelled(f"attempt of step {ctx.step!r} was stopped before it began")
+            return fn(ctx, data)
+        finally:
+            attempt.leave_user_code()
+
+    def _call_async(
+        self, attempt: RunningAttempt, fn: Callable[..., Any], ctx: StepContext, data: Any
+    ) -> Any:
+        loop = self._event_loop()
+
+        async def main() -> Any:
+            task = asyncio.current_task()
+            assert task is not None
+            attempt.attach_task(loop, task)
+            return await fn(ctx, data)
+
+        return loop.run_until_complete(main())
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = asyncio.new_event_loop()
+            self._loops.loop = loop
+        return loop
+
+    def close_thread_loop(self) -> None:
+        """Close the event loop of the calling worker thread, if it made one."""
+        loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
+        if loop is not None and not loop.is_closed():
+            loop.close()
+
+    # -- what the keeper, the dispatcher and the context ask of the runner -----------------------
+    def write_timeout(self, attempt: RunningAttempt) -> None:
+        """Write the StepTimeout failure of an attempt the watchdog stopped at its deadline."""
+        claimed = attempt.claimed
+        workflow = self._state.registry.get(claimed.workflow)
+        step = workflow.steps.get(claimed.step) if workflow is not None else None
+        limit = workflow.timeout_for(step) if workflow is not None and step is not None else None
+        error = StepTimeout(
+            f"step {claimed.step!r} ran past its timeout of {limit or 0:g}s "
+            f"(attempt {claimed.attempt})"
+        )
+        self.write(claimed, self.failure(claimed, error, self._state.now(), step))
+
+    def abandon(self, expired: ExpiredAttempt) -> None:
+        """Fail an attempt that was reclaimed once too often, with :class:`Abandoned`."""
+        claimed = ClaimedAttempt(
+            token=expired.token,
+            run_id=expired.run_id,
+            workflow=expired.workflow,
+            queue="",
+            step=expired.step,
+            kind=StepKind.TASK,
+            attempt=expired.attempt,
+            failures=expired.failures,
+            reclaims=expired.reclaims,
+            payload=b"",
+            inputs={},
+            labels={},
+        )
+        error = Abandoned(expired.step, expired.reclaims + 1)
+        self.write(claimed, self.failure(claimed, error, self._state.now(), None))
+
+    def heartbeat(self, attempt: RunningAttempt) -> None:
+        """``ctx.heartbeat()``: renew this lease now, or learn it is gone."""
+        state = self._state
+        state.require(Cap.HEARTBEAT, "ctx.heartbeat()")
+        _raise_if_over(attempt)
+        started = monotonic()
+        verdict = state.store.heartbeat(attempt.token, state.lease_until(), state.now())
+        self._apply_verdict(attempt, verdict, started)
+
+    def progress(self, attempt: RunningAttempt, value: Any) -> None:
+        """``ctx.progress(value)``: store the step's progress (fenced)."""
+        state = self._state
+        state.require(Cap.PROGRESS, "ctx.progress()")
+        _raise_if_over(attempt)
+        encoded = state.codec.encode(value)
+        started = monotonic()
+        verdict = state.store.record_progress(attempt.token, encoded, state.now())
+        self._apply_verdict(attempt, verdict, started)
+
+    def _apply_verdict(
+        self, attempt: RunningAttempt, verdict: AttemptState, started: float
+    ) -> None:
+        if verdict is AttemptState.HELD:
+            attempt.renewed_at = max(attempt.renewed_at, started)
+            return
+        # Called from the step's own thread: finalize and raise here, no interrupt.
+        end = End.CANCELLED if verdict is AttemptState.CANCELLED else End.LEASE_LOST
+        if attempt.finalize(end):
+            attempt.cancel_event.set()
+        _raise_if_over(attempt)
+
+
+def _raise_if_over(attempt: RunningAttempt) -> None:
+    end = attempt.end
+    if end is None or end is End.COMPLETED:
+        return
+    step = attempt.claimed.step
+    if end is End.LEASE_LOST:
+        raise LeaseLost(f"the lease of step {step!r} is lost; its outcome will not be written")
+    if end is End.TIMED_OUT:
+        raise StepTimeout(f"step {step!r} ran past its timeout")
+    raise Cancelled(f"step {step!r} was cancelled")
+
+
+def snooze_unsupported(state: EngineState) -> CairnError:
+    """The error a Snooze raises on a store without ``Cap.SNOOZE``."""
+    from .._errors import Unsupported
+
+    return Unsupported(
+        Cap.SNOOZE, "raise cf.Snooze()", store=f"the {state.store.describe().driver} store"
+    )
+
+
+def _closure_step(closure: Callable[[], Any]) -> Callable[[StepContext, Any], Any]:
+    """Adapt a submitted callable (no arguments) to the ``fn(ctx, data)`` shape."""
+    if inspect.iscoroutinefunction(closure):
+
+        async def call_async(_ctx: StepContext, _data: Any) -> Any:
+            return await closure()
+
+        return call_async
+
+    def call(_ctx: StepContext, _data: Any) -> Any:
+        return closure()
+
+    return call
+
+
+def _due_time(outcome: Outcome) -> int | None:
+    if isinstance(outcome, Failed):
+        return outcome.retry_at
+    if isinstance(outcome, Snoozed | SleepUntil):
+        return outcome.until
+    if isinstance(outcome, WaitFor):
+        return outcome.deadline
+    return None

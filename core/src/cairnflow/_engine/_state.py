@@ -1,0 +1,187 @@
+"""The state one client's engine threads share, and the small operations on it."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .._caps import Cap
+from .._errors import Unsupported
+from ..clock import Clock
+from ..codec import Codec
+from ..notify import Notifier
+from ..retry import JitterSource
+from ..store import Store
+from ..workflow import Workflow
+from ._attempt import RunningAttempt
+
+__all__ = ["CLOSURE_WORKFLOW", "EngineState", "Settings"]
+
+CLOSURE_WORKFLOW = "cairnflow.closure"
+"""The workflow name of runs made by ``Client.submit`` (reserved)."""
+
+_NS = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """A client's tuning, checked once by the client."""
+
+    workers: int
+    poll_interval: float
+    lease: float
+    max_reclaims: int
+    node_id: str
+    payload_limit: int | None
+    lease_skew: float
+    fetch_batch: int
+    interrupt: bool
+
+    @property
+    def lease_ns(self) -> int:
+        """The lease length in nanoseconds."""
+        return int(self.lease * _NS)
+
+
+class EngineState:
+    """Everything the dispatcher, the workers and the keeper of one client share."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        settings: Settings,
+        codec: Codec,
+        clock: Clock,
+        lease_clock: Clock,
+        jitter: JitterSource,
+        notifier: Notifier | None,
+        logger: logging.Logger,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.codec = codec
+        self.clock = clock
+        self.lease_clock = lease_clock
+        self.jitter = jitter
+        self.notifier = notifier
+        self.log = logger
+        self.caps = store.capabilities
+        self.channel = store.channel
+        self.registry: dict[str, Workflow] = {}
+        self.workflow_names = self._names()
+        self.lock = threading.Lock()
+        self.held: dict[str, RunningAttempt] = {}
+        self.in_flight = 0
+        self.want_claim = True
+        self.wake_event = threading.Event()
+        self.replan = threading.Event()
+        """Set when an attempt got a deadline: the watchdog plans again."""
+        self.stopping = threading.Event()
+        self.running = False
+        self.finished = threading.Condition()
+        self._timers: list[int] = []
+
+    # -- capabilities -------------------------------------------------------------------
+    def require(self, cap: Cap, what: str) -> None:
+        """Raise :class:`Unsupported` unless the store declared ``cap``."""
+        if cap not in self.caps:
+            raise Unsupported(cap, what, store=f"the {self.store.describe().driver} store")
+
+    # -- registry ---------------------------------------------------------------------------
+    def register(self, workflow: Workflow) -> None:
+        """Add ``workflow`` and refresh the set of names the dispatcher claims for."""
+        with self.lock:
+            self.registry[workflow.name] = workflow
+            self.workflow_names = self._names()
+
+    def _names(self) -> frozenset[str]:
+        names = set(self.registry)
+        if Cap.CLOSURE in self.caps:
+            names.add(CLOSURE_WORKFLOW)
+        return frozenset(names)
+
+    # -- time -------------------------------------------------------------------------------
+    def now(self) -> int:
+        """Now on the scheduling clock."""
+        return self.clock.now_ns()
+
+    def lease_until(self) -> int:
+        """The end of a lease taken now, on the lease clock."""
+        return self.lease_clock.now_ns() + self.settings.lease_ns
+
+    def add_timer(self, due_ns: int) -> None:
+        """Look for work again at ``due_ns`` (scheduling clock) instead of the next poll."""
+        with self.lock:
+            heapq.heappush(self._timers, due_ns)
+        self.wake_event.set()
+
+    def pop_due_timers(self, now: int) -> bool:
+        """Drop timers due at ``now``; True if there were any."""
+        fired = False
+        with self.lock:
+            while self._timers and self._timers[0] <= now:
+                heapq.heappop(self._timers)
+                fired = True
+        return fired
+
+    def next_timer(self) -> int | None:
+        """The earliest pending timer, or None."""
+        with self.lock:
+            return self._timers[0] if self._timers else None
+
+    # -- worker slots and the attempts held -----------------------------------------------
+    def idle(self) -> int:
+        """Worker slots free for a claim."""
+        with self.lock:
+            return self.settings.workers - self.in_flight
+
+    def track(self, attempts: Iterable[RunningAttempt]) -> None:
+        """Hold ``attempts`` (their slots and their leases) from the claim on."""
+        with self.lock:
+            for attempt in attempts:
+                self.held[attempt.token] = attempt
+                self.in_flight += 1
+
+    def untrack(self, attempt: RunningAttempt) -> None:
+        """Release ``attempt``'s slot; wake the dispatcher if it wants to claim more."""
+        with self.lock:
+            if self.held.pop(attempt.token, None) is None:
+                return
+            self.in_flight -= 1
+            wake = self.want_claim
+        if wake:
+            self.wake_event.set()
+
+    def held_attempts(self) -> list[RunningAttempt]:
+        """A snapshot of the attempts this client holds."""
+        with self.lock:
+            return list(self.held.values())
+
+    # -- wake-ups ---------------------------------------------------------------------------
+    def request_claim(self) -> None:
+        """Make the dispatcher's next pass claim (from the dispatcher thread itself)."""
+        with self.lock:
+            self.want_claim = True
+
+    def wake(self) -> None:
+        """Make the dispatcher look for work now."""
+        self.request_claim()
+        self.wake_event.set()
+
+    def work_made_ready(self, *, others: bool) -> None:
+        """Work became due: wake this client, and tell the others when asked to."""
+        self.wake()
+        if others and self.notifier is not None:
+            try:
+                self.notifier.notify(self.channel)
+            except Exception:  # a hint only: polling finds the work anyway
+                self.log.warning("could not send a wake-up notification", exc_info=True)
+
+    def run_finished(self) -> None:
+        """Wake every ``Client.wait`` of this client."""
+        with self.finished:
+            self.finished.notify_all()

@@ -1,0 +1,181 @@
+"""The exceptions cairnflow raises, all subclasses of :class:`CairnError`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._caps import Cap
+    from ._models import RunInfo
+
+__all__ = [
+    "Abandoned",
+    "CairnError",
+    "Cancelled",
+    "DriverError",
+    "DuplicateRun",
+    "InvalidName",
+    "LeaseLost",
+    "PayloadTooLarge",
+    "Permanent",
+    "RunFailed",
+    "RunNotFound",
+    "SchemaNotReady",
+    "SchemaTooNew",
+    "Snooze",
+    "StepTimeout",
+    "Unavailable",
+    "UnknownWorkflow",
+    "Unsupported",
+    "WaitTimeout",
+]
+
+
+class CairnError(Exception):
+    """The base of every exception cairnflow raises."""
+
+
+class Permanent(CairnError):
+    """A failure that must not be retried.
+
+    Raise it from a step, or wrap another exception in it, to fail the step at
+    once whatever its retry policy says::
+
+        raise cf.Permanent(ValueError("card declined"))
+        raise cf.Permanent("card declined")
+    """
+
+    def __init__(self, error: BaseException | str) -> None:
+        self.error: BaseException | None = error if isinstance(error, BaseException) else None
+        super().__init__(str(error))
+        if self.error is not None:
+            self.__cause__ = self.error
+
+
+class DuplicateRun(CairnError):
+    """An unfinished run of the workflow already holds the idempotency key."""
+
+    def __init__(self, workflow: str, key: str, run_id: str | None = None) -> None:
+        self.workflow = workflow
+        self.key = key
+        self.run_id = run_id
+        held = f" (run {run_id})" if run_id else ""
+        super().__init__(
+            f"an unfinished run of workflow {workflow!r} already holds key {key!r}{held}"
+        )
+
+
+class Unsupported(CairnError):
+    """The store did not declare the capability an operation needs."""
+
+    def __init__(self, capability: Cap, what: str, store: str = "this store") -> None:
+        self.capability = capability
+        self.what = what
+        super().__init__(
+            f"{what} needs capability {capability.name} ({capability.doc}), "
+            f"which {store} does not declare"
+        )
+
+
+class Abandoned(CairnError):
+    """An attempt was taken over more often than ``max_reclaims`` allows.
+
+    A step that kills every worker it lands on would otherwise travel the
+    cluster forever; once abandoned it fails and its retry policy applies.
+    """
+
+    def __init__(self, step: str, reclaims: int) -> None:
+        self.step = step
+        self.reclaims = reclaims
+        super().__init__(
+            f"step {step!r} was abandoned by {reclaims} worker(s) whose leases expired"
+        )
+
+
+class LeaseLost(CairnError):
+    """The attempt's lease is gone: another worker may hold the step now.
+
+    The attempt's outcome is not written.
+    """
+
+
+class Unavailable(CairnError):
+    """The store cannot be reached (connection refused, reset, server shutting down)."""
+
+
+class SchemaNotReady(CairnError):
+    """The database was never migrated, or lacks a table this release needs."""
+
+
+class SchemaTooNew(SchemaNotReady):
+    """The database was migrated by a newer release than this one."""
+
+
+class PayloadTooLarge(CairnError, ValueError):
+    """An encoded payload is larger than the configured limit; nothing was written."""
+
+    def __init__(self, size: int, limit: int, what: str = "payload") -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{what} is {size} bytes encoded, over the limit of {limit} bytes")
+
+
+class StepTimeout(CairnError, TimeoutError):
+    """A step attempt ran past its timeout, or a wait step past its deadline."""
+
+
+class Cancelled(CairnError):
+    """The run (or the step) was cancelled while the attempt ran."""
+
+
+class Snooze(CairnError):
+    """Raise from a step to run it again later without counting a failure.
+
+    ``raise cf.Snooze(30)`` puts the step back as ready in 30 seconds.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"Snooze needs seconds >= 0, got {seconds!r}")
+        self.seconds = float(seconds)
+        super().__init__(f"snoozed for {self.seconds:g}s")
+
+
+class UnknownWorkflow(CairnError, LookupError):
+    """No workflow of that name is registered on this client."""
+
+    def __init__(self, name: str, registered: list[str]) -> None:
+        self.name = name
+        known = ", ".join(sorted(registered)) or "none"
+        super().__init__(
+            f"workflow {name!r} is not registered on this client (registered: {known})"
+        )
+
+
+class RunNotFound(CairnError, LookupError):
+    """No run with that id exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id!r}")
+
+
+class RunFailed(CairnError):
+    """``Client.result`` was asked for the result of a run that did not succeed."""
+
+    def __init__(self, info: RunInfo) -> None:
+        self.info = info
+        why = f": {info.error}" if info.error is not None else ""
+        super().__init__(f"run {info.id} of workflow {info.workflow!r} ended {info.status}{why}")
+
+
+class InvalidName(CairnError, ValueError):
+    """A name or identifier breaks its rule; the message names the rule."""
+
+
+class DriverError(CairnError):
+    """A store driver could not be found, loaded or accepted."""
+
+
+class WaitTimeout(CairnError, TimeoutError):
+    """``Client.wait`` gave up before the run finished (the run goes on)."""

@@ -1,0 +1,240 @@
+"""The values the client hands back: statuses, run references, run and step info."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from .clock import from_ns
+
+__all__ = [
+    "ErrorInfo",
+    "Job",
+    "RunInfo",
+    "RunRef",
+    "Status",
+    "StepInfo",
+    "StepKind",
+    "StepStatus",
+]
+
+
+class Status(StrEnum):
+    """The status of a run.
+
+    ``pending``: its start is delayed into the future. ``queued``: a step is
+    ready and none runs. ``running``: a step attempt runs. ``waiting``: every
+    unfinished step sleeps or waits for a signal (no worker is held).
+    The rest are final.
+    """
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DISCARDED = "discarded"
+
+    @property
+    def finished(self) -> bool:
+        """True for a final status."""
+        return self in _FINAL
+
+
+_FINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.DISCARDED})
+
+
+class StepStatus(StrEnum):
+    """The status of one step of a run.
+
+    ``blocked``: a parent has not succeeded yet. ``ready``: claimable once due
+    (a retry or snooze sets the due time). ``running``: an attempt holds its
+    lease. ``sleeping``/``waiting``: a sleep or wait step, holding no worker.
+    """
+
+    BLOCKED = "blocked"
+    READY = "ready"
+    RUNNING = "running"
+    SLEEPING = "sleeping"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        """True once the step will not change again."""
+        return self in (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+
+
+class StepKind(StrEnum):
+    """What a step is: user code, a durable sleep or a wait for a signal."""
+
+    TASK = "task"
+    SLEEP = "sleep"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """A reference to one run: what ``enqueue`` returns and other calls take."""
+
+    id: str
+    workflow: str
+
+    def __str__(self) -> str:
+        return self.id
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """A recorded failure: exception type, message, traceback and context."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+    step: str | None = None
+    attempt: int | None = None
+
+    @classmethod
+    def from_exception(
+        cls, error: BaseException, *, step: str | None = None, attempt: int | None = None
+    ) -> ErrorInfo:
+        """Record ``error`` (a :class:`~cairnflow.Permanent` records what it wraps)."""
+        from ._errors import Permanent
+
+        shown = error.error if isinstance(error, Permanent) and error.error else error
+        tb = "".join(traceback.format_exception(shown)) if shown.__traceback__ else None
+        return cls(
+            type=type(shown).__qualname__,
+            message=str(shown),
+            traceback=tb,
+            step=step,
+            attempt=attempt,
+        )
+
+    def to_json(self) -> str:
+        """Serialise for a store."""
+        return json.dumps(
+            {
+                "type": self.type,
+                "message": self.message,
+                "traceback": self.traceback,
+                "step": self.step,
+                "attempt": self.attempt,
+            },
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ErrorInfo:
+        """Read back what :meth:`to_json` wrote."""
+        data = json.loads(text)
+        return cls(
+            type=str(data.get("type", "Error")),
+            message=str(data.get("message", "")),
+            traceback=data.get("traceback"),
+            step=data.get("step"),
+            attempt=data.get("attempt"),
+        )
+
+    def __str__(self) -> str:
+        where = f" in step {self.step!r}" if self.step else ""
+        return f"{self.type}{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One run to enqueue, for :meth:`Client.enqueue_many`."""
+
+    workflow: str
+    payload: Any = None
+    key: str | None = None
+    delay: float | None = None
+    labels: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """What the store knows of one step of a run."""
+
+    name: str
+    kind: StepKind
+    status: StepStatus
+    attempts: int
+    failures: int
+    reclaims: int
+    output: Any = None
+    error: ErrorInfo | None = None
+    node: str | None = None
+    progress: Any = None
+    due_at_ns: int | None = None
+    started_at_ns: int | None = None
+    finished_at_ns: int | None = None
+    heartbeat_at_ns: int | None = None
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the latest attempt was claimed (UTC)."""
+        return None if self.started_at_ns is None else from_ns(self.started_at_ns)
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When the step reached a final status (UTC)."""
+        return None if self.finished_at_ns is None else from_ns(self.finished_at_ns)
+
+    @property
+    def heartbeat_at(self) -> datetime | None:
+        """When the step last heartbeat (UTC)."""
+        return None if self.heartbeat_at_ns is None else from_ns(self.heartbeat_at_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """A snapshot of one run: its status, result, error and every step."""
+
+    id: str
+    workflow: str
+    queue: str
+    status: Status
+    payload: Any
+    key: str | None
+    labels: Mapping[str, str]
+    created_at_ns: int
+    run_at_ns: int
+    finished_at_ns: int | None
+    steps: Mapping[str, StepInfo] = field(default_factory=dict)
+    result: Any = None
+    error: ErrorInfo | None = None
+
+    @property
+    def ref(self) -> RunRef:
+        """A :class:`RunRef` to this run."""
+        return RunRef(self.id, self.workflow)
+
+    @property
+    def finished(self) -> bool:
+        """True once the run has a final status."""
+        return self.status.finished
+
+    @property
+    def created_at(self) -> datetime:
+        """When the run was enqueued (UTC)."""
+        return from_ns(self.created_at_ns)
+
+    @property
+    def run_at(self) -> datetime:
+        """When the run may start (UTC); later than ``created_at`` for a delayed start."""
+        return from_ns(self.run_at_ns)
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When the run reached its final status (UTC)."""
+        return None if self.finished_at_ns is None else from_ns(self.finished_at_ns)

@@ -1,0 +1,97 @@
+"""Validation of every name and identifier that comes from users.
+
+Names end up in rows, in logs and (for identifiers) in SQL text, so each has a
+strict rule, checked where it is defined, with an error that states the rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ._errors import InvalidName
+
+__all__ = [
+    "MAX_KEY_BYTES",
+    "check_key",
+    "check_labels",
+    "check_name",
+    "check_sql_identifier",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
+_NAME_RULE = (
+    "1 to 128 characters of letters, digits, '_', '.', ':' and '-', "
+    "starting with a letter or a digit"
+)
+
+_LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9_.:/\-]{0,62}")
+_LABEL_KEY_RULE = (
+    "1 to 63 characters of lowercase letters, digits, '_', '.', ':', '/' and '-', "
+    "starting with a letter or a digit"
+)
+MAX_LABEL_VALUE = 256
+MAX_LABELS = 32
+MAX_KEY_BYTES = 255
+
+
+def check_name(kind: str, value: object) -> str:
+    """Return ``value`` if it is a valid workflow, step, queue or signal name.
+
+    ``kind`` names what is checked ("workflow", "step", ...) in the error.
+    """
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InvalidName(f"invalid {kind} name {value!r}: a {kind} name is {_NAME_RULE}")
+    return value
+
+
+def check_key(value: object) -> str:
+    """Return ``value`` if it is a valid idempotency key (1 to 255 UTF-8 bytes)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidName(f"invalid idempotency key {value!r}: a key is a non-empty string")
+    size = len(value.encode("utf-8"))
+    if size > MAX_KEY_BYTES:
+        raise InvalidName(
+            f"invalid idempotency key: {size} bytes, over the limit of {MAX_KEY_BYTES} bytes"
+        )
+    if "\x00" in value:
+        raise InvalidName("invalid idempotency key: it contains a NUL character")
+    return value
+
+
+def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
+    """Return a plain dict of ``labels`` once every key and value is valid."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise InvalidName(f"labels must be a mapping of str to str, got {type(labels).__name__}")
+    if len(labels) > MAX_LABELS:
+        raise InvalidName(f"a run has at most {MAX_LABELS} labels, got {len(labels)}")
+    checked: dict[str, str] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
+            raise InvalidName(f"invalid label key {key!r}: a label key is {_LABEL_KEY_RULE}")
+        if not isinstance(value, str):
+            raise InvalidName(
+                f"invalid value for label {key!r}: a label value is a str, "
+                f"got {type(value).__name__}"
+            )
+        if len(value) > MAX_LABEL_VALUE or "\x00" in value:
+            raise InvalidName(
+                f"invalid value for label {key!r}: at most {MAX_LABEL_VALUE} characters, no NUL"
+            )
+        checked[key] = value
+    return checked
+
+
+def check_sql_identifier(kind: str, value: object, pattern: str, max_len: int) -> str:
+    """Return ``value`` if it matches ``pattern`` (a full match) and ``max_len``.
+
+    Used for table prefixes and schema names, which are written into SQL text
+    (quoted as well, but never trusted).
+    """
+    if not isinstance(value, str) or len(value) > max_len or not re.fullmatch(pattern, value):
+        raise InvalidName(
+            f"invalid {kind} {value!r}: it must match {pattern} and be at most {max_len} characters"
+        )
+    return value

@@ -1,0 +1,262 @@
+"""The ``cairn`` command line."""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .. import Client, Workflow, __version__
+from .._errors import CairnError
+from ..clock import from_ns
+from ..drivers import load_drivers, open_store
+from ..store import Store
+
+__all__ = ["main"]
+
+console = Console()
+
+
+def _options(pairs: Iterable[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+        options[key.replace("-", "_")] = value
+    return options
+
+
+def _open(url: str, pairs: Iterable[str]) -> Store:
+    store: Store = open_store(url, **_options(pairs))
+    return store
+
+
+store_option = click.option(
+    "-o",
+    "--option",
+    "pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A driver option, e.g. -o table_prefix=app_ (repeatable).",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cairn")
+def main() -> None:
+    """cairnflow: durable workflows on the database you already run."""
+
+
+@main.command()
+def drivers() -> None:
+    """List installed drivers, their versions and capabilities."""
+    table = Table(title="Installed cairnflow drivers")
+    table.add_column("scheme")
+    table.add_column("distribution")
+    table.add_column("SPI")
+    table.add_column("capabilities")
+    for scheme, driver in sorted(load_drivers().items()):
+        caps = ", ".join(sorted(c.value for c in driver.capabilities))
+        table.add_row(f"{scheme}://", f"{driver.distribution} {driver.version}", driver.spi, caps)
+    console.print(table)
+
+
+@main.command()
+@click.option("--db", "url", default="memory://", show_default=True, help="Store URL.")
+@click.option("--runs", default=5, show_default=True, help="How many orders to run.")
+@click.option("--workers", default=4, show_default=True, help="Worker threads.")
+@store_option
+def demo(url: str, runs: int, workers: int, pairs: tuple[str, ...]) -> None:
+    """Run a small order workflow live and show what the database keeps."""
+    from ._demo import run_demo
+
+    store = _open(url, pairs)
+    try:
+        code = run_demo(store, runs=runs, workers=workers, console=console)
+    finally:
+        store.close()
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("url")
+@click.option("--sql", is_flag=True, help="Print the migration SQL instead of applying it.")
+@store_option
+def migrate(url: str, sql: bool, pairs: tuple[str, ...]) -> None:
+    """Bring the database at URL up to date (or print the SQL for a DBA)."""
+    store = _open(url, pairs)
+    try:
+        if sql:
+            scripts = getattr(store, "migration_scripts", None)
+            if scripts is None:
+                scheme = url.split("://", maxsplit=1)[0]
+                raise click.ClickException(f"{scheme}:// has no SQL migrations")
+            for version, text in scripts():
+                click.echo(f"-- {version}\n{text.rstrip()}\n")
+            return
+        applied = store.migrate()
+        console.print(f"applied: {', '.join(applied)}" if applied else "already up to date")
+    finally:
+        store.close()
+
+
+def _load_app(spec: str) -> list[Workflow]:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise click.BadParameter("expected module:attribute", param_hint="--app")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as error:
+        raise click.BadParameter(
+            f"cannot import {module_name!r}: {error}", param_hint="--app"
+        ) from None
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise click.BadParameter(f"{module_name} has no {attr!r}", param_hint="--app") from None
+    if callable(target) and not isinstance(target, Workflow):
+        target = target()
+    found = [target] if isinstance(target, Workflow) else list(target)
+    if not found or not all(isinstance(w, Workflow) for w in found):
+        raise click.BadParameter(
+            f"{spec} must be a Workflow, a list of workflows, or a callable returning either",
+            param_hint="--app",
+        )
+    return found
+
+
+@main.command()
+@click.argument("url")
+@click.option("--app", "app", required=True, help="module:attr naming the workflows to run.")
+@click.option("--workers", default=8, show_default=True)
+@click.option("--poll-interval", default=1.0, show_default=True)
+@click.option("--lease", default=30.0, show_default=True)
+@click.option("--max-reclaims", default=5, show_default=True)
+@click.option("--node-id", default=None)
+@store_option
+def worker(
+    url: str,
+    app: str,
+    workers: int,
+    poll_interval: float,
+    lease: float,
+    max_reclaims: int,
+    node_id: str | None,
+    pairs: tuple[str, ...],
+) -> None:
+    """Run workflows from --app on URL until SIGINT or SIGTERM."""
+    workflows = _load_app(app)
+    store = _open(url, pairs)
+    client = Client(
+        store,
+        workers=workers,
+        poll_interval=poll_interval,
+        lease=lease,
+        max_reclaims=max_reclaims,
+        node_id=node_id,
+    )
+    client.register(*workflows)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    client.start()
+    names = ", ".join(w.name for w in workflows)
+    console.print(f"worker {client.node_id} running {names} on {store.describe().url}")
+    try:
+        while not done.wait(1.0):
+            pass
+    finally:
+        console.print("stopping: handing running steps back")
+        client.stop()
+        store.close()
+
+
+@main.command()
+@click.argument("url")
+@click.option("--workflow", default=None)
+@click.option("--status", "statuses", multiple=True)
+@click.option("--limit", default=50, show_default=True)
+@store_option
+def runs(
+    url: str, workflow: str | None, statuses: tuple[str, ...], limit: int, pairs: tuple[str, ...]
+) -> None:
+    """List runs in URL, newest first."""
+    store = _open(url, pairs)
+    try:
+        listing = Client(store).runs(workflow=workflow, status=statuses or None, limit=limit)
+    finally:
+        store.close()
+    table = Table(title=f"Runs in {url}")
+    for column in ("id", "workflow", "status", "created", "finished", "steps"):
+        table.add_column(column)
+    for run in listing.runs:
+        steps = " ".join(f"{k}:{v}" for k, v in sorted(run.step_counts.items()))
+        finished = (
+            from_ns(run.finished_at_ns).isoformat(timespec="seconds") if run.finished_at_ns else ""
+        )
+        table.add_row(
+            run.id,
+            run.workflow,
+            run.status.value,
+            from_ns(run.created_at_ns).isoformat(timespec="seconds"),
+            finished,
+            steps,
+        )
+    console.print(table)
+
+
+@main.command()
+@click.argument("url")
+@click.argument("run_id")
+@store_option
+def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
+    """Show one run and its steps."""
+    store = _open(url, pairs)
+    try:
+        info = Client(store).info(run_id)
+    finally:
+        store.close()
+    console.print(f"[bold]{info.id}[/bold] {info.workflow} [bold]{info.status.value}[/bold]")
+    console.print(f"payload: {info.payload!r}  key: {info.key}  labels: {dict(info.labels)}")
+    if info.error is not None:
+        console.print(f"[red]error: {info.error}[/red]")
+    table = Table()
+    for column in ("step", "kind", "status", "attempts", "node", "output / error"):
+        table.add_column(column)
+    for name, step in info.steps.items():
+        shown = str(step.error) if step.error is not None else repr(step.output)
+        table.add_row(
+            name, step.kind.value, step.status.value, str(step.attempts), step.node or "", shown
+        )
+    console.print(table)
+    if info.status.value == "succeeded":
+        console.print(f"result: {info.result!r}")
+
+
+def run() -> None:
+    """Entry point that turns cairnflow errors into a one-line message and exit code 1."""
+    try:
+        main(standalone_mode=False)
+    except click.exceptions.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except CairnError as error:
+        console.print(f"[red]error:[/red] {error}")
+        sys.exit(1)

@@ -1,0 +1,114 @@
+"""The context every step function receives as its first argument."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ._errors import Cancelled
+
+__all__ = ["StepContext"]
+
+
+class _AttemptControl(Protocol):
+    def heartbeat(self) -> None: ...
+
+    def progress(self, value: Any) -> None: ...
+
+
+class StepContext:
+    """What a step attempt knows about itself, and what it can tell the store.
+
+    ``payload`` is the run's payload and ``parents`` the outputs of the step's
+    parents by name. ``deadline`` is the attempt's deadline on
+    ``time.monotonic()`` (``None`` without a timeout). ``cancel_event`` is set
+    when the run is cancelled, the attempt timed out or lost its lease, or the
+    client stops: long steps should check :attr:`cancelled` (or call
+    :meth:`raise_if_cancelled`) between units of work.
+    """
+
+    __slots__ = (
+        "_control",
+        "attempt",
+        "cancel_event",
+        "deadline",
+        "labels",
+        "node_id",
+        "parents",
+        "payload",
+        "queue",
+        "run_id",
+        "step",
+        "workflow",
+    )
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        workflow: str,
+        step: str,
+        attempt: int,
+        payload: Any,
+        parents: Mapping[str, Any],
+        labels: Mapping[str, str],
+        node_id: str,
+        queue: str,
+        deadline: float | None,
+        cancel_event: threading.Event,
+        control: _AttemptControl,
+    ) -> None:
+        self.run_id = run_id
+        self.workflow = workflow
+        self.step = step
+        self.attempt = attempt
+        self.payload = payload
+        self.parents = parents
+        self.labels = labels
+        self.node_id = node_id
+        self.queue = queue
+        self.deadline = deadline
+        self.cancel_event = cancel_event
+        self._control = control
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the attempt should stop (see the class docstring)."""
+        return self.cancel_event.is_set()
+
+    @property
+    def remaining(self) -> float | None:
+        """Seconds left before the attempt's timeout, or ``None`` without one."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`~cairnflow.Cancelled` if the attempt should stop."""
+        if self.cancel_event.is_set():
+            raise Cancelled(f"step {self.step!r} of run {self.run_id} was asked to stop")
+
+    def heartbeat(self) -> None:
+        """Renew the attempt's lease now and record the heartbeat.
+
+        Raises :class:`~cairnflow.LeaseLost` if another worker may hold the step
+        now, and :class:`~cairnflow.Cancelled` if the run was cancelled; either
+        way the attempt's outcome will not be written. Needs ``Cap.HEARTBEAT``.
+        """
+        self._control.heartbeat()
+
+    def progress(self, value: Any) -> None:
+        """Record ``value`` (encoded by the client's codec) as the step's progress.
+
+        Any client can read it from ``RunInfo.steps[name].progress`` while the
+        step runs. Needs ``Cap.PROGRESS``.
+        """
+        self._control.progress(value)
+
+    def __repr__(self) -> str:
+        return (
+            f"StepContext(run_id={self.run_id!r}, workflow={self.workflow!r}, "
+            f"step={self.step!r}, attempt={self.attempt})"
+        )

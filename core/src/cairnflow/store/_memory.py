@@ -1,0 +1,614 @@
+"""``memory://``: the reference implementation of the Store SPI.
+
+Everything lives in dictionaries behind one lock, so every operation is
+atomic like a transaction. It is thread-safe and implements every transition
+a durable store does, which makes it the executable specification the SQL
+layer is checked against by the conformance kit. It is not durable and cannot
+be shared between processes; in exchange it can run an unregistered Python
+callable (``Cap.CLOSURE``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import ids
+from .._caps import Cap
+from .._errors import DuplicateRun, RunNotFound, StepTimeout
+from .._models import ErrorInfo, Status, StepKind, StepStatus
+from .._version import SPI_VERSION, __version__
+from ..notify import LOCAL, Notifier
+from ._records import (
+    ACTIVE,
+    AdvanceResult,
+    AttemptState,
+    ClaimedAttempt,
+    ClaimRequest,
+    ExpiredAttempt,
+    Failed,
+    FinishResult,
+    NewRun,
+    Outcome,
+    ReclaimResult,
+    RenewResult,
+    RunPage,
+    RunQuery,
+    RunSummary,
+    SignalResult,
+    SleepUntil,
+    Snoozed,
+    StoredRun,
+    StoredStep,
+    StoreInfo,
+    Succeeded,
+    WaitFor,
+)
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass(eq=False)
+class _Step:
+    id: str
+    run: _Run
+    name: str
+    kind: StepKind
+    parents: tuple[str, ...]
+    children: tuple[str, ...]
+    parents_left: int
+    status: StepStatus
+    due_at: int | None
+    seq: int
+    attempt: int = 0
+    failures: int = 0
+    reclaims: int = 0
+    token: str | None = None
+    lease_until: int | None = None
+    node: str | None = None
+    signal: str | None = None
+    output: bytes | None = None
+    error: ErrorInfo | None = None
+    progress: bytes | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    heartbeat_at: int | None = None
+
+
+@dataclass(eq=False)
+class _Run:
+    id: str
+    workflow: str
+    queue: str
+    priority: int
+    payload: bytes
+    key: str | None
+    labels: dict[str, str]
+    created_at: int
+    run_at: int
+    seq: int
+    closure: Callable[..., Any] | None
+    state: str = ACTIVE
+    finished_at: int | None = None
+    error: ErrorInfo | None = None
+    steps_left: int = 0
+    steps: dict[str, _Step] = field(default_factory=dict)
+    signals: dict[str, deque[bytes]] = field(default_factory=dict)
+
+
+class MemoryStore:
+    """An in-process, thread-safe store: every capability but the durable ones."""
+
+    capabilities = frozenset(
+        {
+            Cap.CLOSURE,
+            Cap.RESULT,
+            Cap.RETRY,
+            Cap.STEP_TIMEOUT,
+            Cap.SLEEP,
+            Cap.SIGNAL,
+            Cap.CANCEL,
+            Cap.IDEMPOTENCY,
+            Cap.DELAYED_START,
+            Cap.BATCH_ENQUEUE,
+            Cap.LEASE,
+            Cap.NODE_IDENTITY,
+            Cap.PAYLOAD_LIMIT,
+            Cap.SNOOZE,
+            Cap.HEARTBEAT,
+            Cap.PROGRESS,
+            Cap.RUN_QUERY,
+        }
+    )
+    spi_version = SPI_VERSION
+
+    def __init__(self, *, id_generator: ids.IdGenerator = ids.default_id_generator) -> None:
+        self._id_generator = id_generator
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}
+        self._ready: dict[str, _Step] = {}
+        self._running: dict[str, _Step] = {}
+        self._timed: dict[str, _Step] = {}  # sleeping, and waiting with a deadline
+        self._tokens: dict[str, _Step] = {}  # every token ever issued that a holder may present
+        self._active_keys: dict[tuple[str, str], str] = {}
+        self._seq = itertools.count()
+        self._channel = f"memory:{id(self):x}"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryStore:
+        """Open ``memory://`` (the URL carries nothing else)."""
+        return cls(**options)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def describe(self) -> StoreInfo:
+        """An in-process store of this cairnflow version."""
+        return StoreInfo(
+            driver="memory",
+            distribution="cairnflow",
+            version=__version__,
+            url="memory://",
+            durable=False,
+            server=None,
+        )
+
+    @property
+    def channel(self) -> str:
+        """A channel private to this store object."""
+        return self._channel
+
+    def default_notifier(self) -> Notifier | None:
+        """The in-process bus: clients of this store wake each other at once."""
+        return LOCAL
+
+    def migrate(self) -> list[str]:
+        """Nothing to migrate."""
+        return []
+
+    def check_schema(self) -> None:
+        """Always ready."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # -- writing runs -------------------------------------------------------------
+    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
+        """Create every run or none (see :meth:`Store.create_runs`)."""
+        if tx is not None:
+            raise TypeError("the memory store has no transactions to join (tx must be None)")
+        run_ids = [ids.new_id(self._id_generator, "run") for _ in runs]
+        step_ids = [[ids.new_id(self._id_generator, "step") for _ in run.steps] for run in runs]
+        with self._lock:
+            seen: set[tuple[str, str]] = set()
+            for new in runs:
+                if new.key is None:
+                    continue
+                slot = (new.workflow, new.key)
+                if slot in seen or slot in self._active_keys:
+                    raise DuplicateRun(new.workflow, new.key, self._active_keys.get(slot))
+                seen.add(slot)
+            for run_id, new, sids in zip(run_ids, runs, step_ids, strict=True):
+                self._insert(run_id, new, sids)
+        return run_ids
+
+    def _insert(self, run_id: str, new: NewRun, step_ids: list[str]) -> None:
+        run = _Run(
+            id=run_id,
+            workflow=new.workflow,
+            queue=new.queue,
+            priority=new.priority,
+            payload=new.payload,
+            key=new.key,
+            labels=dict(new.labels),
+            created_at=new.created_at,
+            run_at=new.run_at,
+            seq=next(self._seq),
+            closure=new.closure,
+            steps_left=len(new.steps),
+        )
+        for step_id, spec in zip(step_ids, new.steps, strict=True):
+            root = not spec.parents
+            step = _Step(
+                id=step_id,
+                run=run,
+                name=spec.name,
+                kind=spec.kind,
+                parents=spec.parents,
+                children=spec.children,
+                parents_left=len(spec.parents),
+                status=StepStatus.READY if root else StepStatus.BLOCKED,
+                due_at=new.run_at if root else None,
+                seq=next(self._seq),
+            )
+            run.steps[spec.name] = step
+            if root:
+                self._ready[step.id] = step
+        self._runs[run_id] = run
+        if new.key is not None:
+            self._active_keys[(new.workflow, new.key)] = run_id
+
+    # -- claiming and leases ---------------------------------------------------------
+    def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
+        """Lease the most urgent due, ready steps of the given workflows."""
+        with self._lock:
+            due = [
+                s
+                for s in self._ready.values()
+                if s.due_at is not None
+                and s.due_at <= request.now
+                and s.run.workflow in request.workflows
+                and (request.queues is None or s.run.queue in request.queues)
+            ]
+            due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
+            claimed: list[ClaimedAttempt] = []
+            for step in due[: max(request.limit, 0)]:
+                del self._ready[step.id]
+                token = ids.new_token()
+                step.status = StepStatus.RUNNING
+                step.attempt += 1
+                step.token = token
+                step.lease_until = request.lease_until
+                step.node = request.node_id
+                step.started_at = request.now
+                self._running[step.id] = step
+                self._tokens[token] = step
+                run = step.run
+                claimed.append(
+                    ClaimedAttempt(
+                        token=token,
+                        run_id=run.id,
+                        workflow=run.workflow,
+                        queue=run.queue,
+                        step=step.name,
+                        kind=step.kind,
+                        attempt=step.attempt,
+                        failures=step.failures,
+                        reclaims=step.reclaims,
+                        payload=run.payload,
+                        inputs={p: run.steps[p].output or b"" for p in step.parents},
+                        labels=dict(run.labels),
+                        closure=run.closure,
+                    )
+                )
+            return claimed
+
+    def _held(self, token: str) -> tuple[_Step | None, AttemptState]:
+        step = self._tokens.get(token)
+        if step is None or step.token != token:
+            return None, AttemptState.LOST
+        if step.status is StepStatus.RUNNING:
+            return step, AttemptState.HELD
+        if step.status is StepStatus.CANCELLED:
+            return None, AttemptState.CANCELLED
+        return None, AttemptState.LOST
+
+    def renew(self, tokens: Collection[str], lease_until: int) -> RenewResult:
+        """Extend every lease still held; report the others."""
+        lost: set[str] = set()
+        cancelled: set[str] = set()
+        with self._lock:
+            for token in tokens:
+                step, state = self._held(token)
+                if step is not None:
+                    step.lease_until = lease_until
+                elif state is AttemptState.CANCELLED:
+                    cancelled.add(token)
+                else:
+                    lost.add(token)
+        return RenewResult(frozenset(lost), frozenset(cancelled))
+
+    def heartbeat(self, token: str, lease_until: int, now: int) -> AttemptState:
+        """Renew one lease and record the heartbeat."""
+        with self._lock:
+            step, state = self._held(token)
+            if step is not None:
+                step.lease_until = lease_until
+                step.heartbeat_at = now
+            return state
+
+    def record_progress(self, token: str, progress: bytes, now: int) -> AttemptState:
+        """Store the step's progress."""
+        with self._lock:
+            step, state = self._held(token)
+            if step is not None:
+                step.progress = progress
+                step.heartbeat_at = now
+            return state
+
+    def hand_back(self, tokens: Collection[str], now: int) -> int:
+        """Make held attempts ready again at once."""
+        count = 0
+        with self._lock:
+            for token in tokens:
+                step, _ = self._held(token)
+                if step is not None:
+                    self._release(step)
+                    self._make_ready(step, now)
+                    count += 1
+        return count
+
+    def reclaim_expired(
+        self,
+        *,
+        lease_now: int,
+        now: int,
+        workflows: Collection[str],
+        max_reclaims: int,
+        limit: int,
+    ) -> ReclaimResult:
+        """Requeue expired attempts; return those reclaimed too often."""
+        requeued = 0
+        abandoned: list[ExpiredAttempt] = []
+        with self._lock:
+            expired = [
+                s
+                for s in self._running.values()
+                if s.lease_until is not None
+                and s.lease_until < lease_now
+                and s.run.workflow in workflows
+            ]
+            expired.sort(key=lambda s: (s.lease_until or 0, s.seq))
+            for step in expired[:limit]:
+                if step.reclaims >= max_reclaims:
+                    assert step.token is not None
+                    abandoned.append(
+                        ExpiredAttempt(
+                            token=step.token,
+                            run_id=step.run.id,
+                            workflow=step.run.workflow,
+                            step=step.name,
+                            attempt=step.attempt,
+                            failures=step.failures,
+                            reclaims=step.reclaims,
+                        )
+                    )
+                    continue
+                self._release(step)
+                step.reclaims += 1
+                self._make_ready(step, now)
+                requeued += 1
+        return ReclaimResult(requeued, tuple(abandoned))
+
+    # -- outcomes ----------------------------------------------------------------------
+    def finish(self, token: str, outcome: Outcome, now: int) -> FinishResult:
+        """Apply ``outcome`` to the attempt ``token`` holds, or change nothing."""
+        with self._lock:
+            step, state = self._held(token)
+            if step is None:
+                if state is AttemptState.CANCELLED:
+                    self._tokens.pop(token, None)  # the holder has heard; forget the token
+                return FinishResult(state)
+            self._release(step)
+            run = step.run
+            if isinstance(outcome, Succeeded):
+                step.output = outcome.output
+                return self._succeed(step, now)
+            if isinstance(outcome, Failed):
+                step.failures += 1
+                step.error = outcome.error
+                if outcome.retry_at is not None:
+                    step.reclaims = 0
+                    self._make_ready(step, outcome.retry_at)
+                    return FinishResult(AttemptState.HELD, ready=1)
+                self._fail(step, outcome.error, now)
+                return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
+            if isinstance(outcome, Snoozed):
+                self._make_ready(step, outcome.until)
+                return FinishResult(AttemptState.HELD, ready=1)
+            if isinstance(outcome, SleepUntil):
+                step.output = outcome.output
+                step.status = StepStatus.SLEEPING
+                step.due_at = outcome.until
+                self._timed[step.id] = step
+                return FinishResult(AttemptState.HELD)
+            if isinstance(outcome, WaitFor):
+                step.signal = outcome.signal
+                stored = run.signals.get(outcome.signal)
+                if stored:
+                    step.output = stored.popleft()
+                    return self._succeed(step, now)
+                step.status = StepStatus.WAITING
+                step.due_at = outcome.deadline
+                if outcome.deadline is not None:
+                    self._timed[step.id] = step
+                return FinishResult(AttemptState.HELD)
+            raise TypeError(f"unknown outcome {outcome!r}")
+
+    def advance_due(self, *, now: int, workflows: Collection[str], limit: int) -> AdvanceResult:
+        """End due sleeps; fail waits past their deadline."""
+        woken = timed_out = 0
+        with self._lock:
+            due = [
+                s
+                for s in self._timed.values()
+                if s.due_at is not None and s.due_at <= now and s.run.workflow in workflows
+            ]
+            due.sort(key=lambda s: (s.due_at or 0, s.seq))
+            for step in due[:limit]:
+                del self._timed[step.id]
+                if step.status is StepStatus.SLEEPING:
+                    self._succeed(step, now)
+                    woken += 1
+                elif step.status is StepStatus.WAITING:
+                    error = ErrorInfo(
+                        type=StepTimeout.__name__,
+                        message=f"no signal {step.signal!r} arrived before the wait's deadline",
+                        step=step.name,
+                        attempt=step.attempt,
+                    )
+                    step.failures += 1
+                    step.error = error
+                    self._fail(step, error, now)
+                    timed_out += 1
+        return AdvanceResult(woken, timed_out)
+
+    def send_signal(self, run_id: str, name: str, payload: bytes, now: int) -> SignalResult:
+        """Resolve the first step waiting for ``name``, or keep the signal."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise RunNotFound(run_id)
+            if run.state != ACTIVE:
+                return SignalResult.RUN_FINISHED
+            for step in run.steps.values():
+                if step.status is StepStatus.WAITING and step.signal == name:
+                    self._timed.pop(step.id, None)
+                    step.output = payload
+                    self._succeed(step, now)
+                    return SignalResult.DELIVERED
+            run.signals.setdefault(name, deque()).append(payload)
+            return SignalResult.STORED
+
+    def cancel_run(self, run_id: str, now: int) -> bool:
+        """Cancel an unfinished run; running attempts learn at their next renewal."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise RunNotFound(run_id)
+            if run.state != ACTIVE:
+                return False
+            self._end_run(run, Status.CANCELLED.value, now, error=None)
+            return True
+
+    # -- transitions shared by the operations above -------------------------------------
+    def _release(self, step: _Step) -> None:
+        """Take ``step`` out of the running set (its token stops holding it)."""
+        self._running.pop(step.id, None)
+        if step.token is not None:
+            self._tokens.pop(step.token, None)
+        step.token = None
+        step.lease_until = None
+
+    def _make_ready(self, step: _Step, due_at: int) -> None:
+        step.status = StepStatus.READY
+        step.due_at = due_at
+        self._ready[step.id] = step
+
+    def _succeed(self, step: _Step, now: int) -> FinishResult:
+        step.status = StepStatus.SUCCEEDED
+        step.finished_at = now
+        step.due_at = None
+        run = step.run
+        ready = 0
+        for name in step.children:
+            child = run.steps[name]
+            child.parents_left -= 1
+            if child.parents_left == 0 and child.status is StepStatus.BLOCKED:
+                self._make_ready(child, now)
+                ready += 1
+        run.steps_left -= 1
+        if run.steps_left == 0:
+            self._end_run(run, Status.SUCCEEDED.value, now, error=None)
+            return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
+        return FinishResult(AttemptState.HELD, ready=ready)
+
+    def _fail(self, step: _Step, error: ErrorInfo, now: int) -> None:
+        step.status = StepStatus.FAILED
+        step.finished_at = now
+        step.due_at = None
+        self._end_run(step.run, Status.FAILED.value, now, error=error)
+
+    def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
+        run.state = state
+        run.finished_at = now
+        run.error = error
+        run.signals.clear()
+        if run.key is not None and self._active_keys.get((run.workflow, run.key)) == run.id:
+            del self._active_keys[(run.workflow, run.key)]
+        for step in run.steps.values():
+            if step.status.finished:
+                continue
+            # A running attempt keeps its token, so its holder learns of the
+            # cancellation at its next renewal instead of seeing a lost lease.
+            self._running.pop(step.id, None)
+            self._ready.pop(step.id, None)
+            self._timed.pop(step.id, None)
+            step.status = StepStatus.CANCELLED
+            step.finished_at = now
+
+    # -- reading --------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> StoredRun | None:
+        """A snapshot of the run and its steps."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            return None if run is None else self._snapshot(run)
+
+    def list_runs(self, query: RunQuery) -> RunPage:
+        """Newest first; the cursor is the sequence number of the last run shown."""
+        after = int(query.cursor) if query.cursor else None
+        with self._lock:
+            chosen: list[_Run] = []
+            for run in sorted(self._runs.values(), key=lambda r: r.seq, reverse=True):
+                if after is not None and run.seq >= after:
+                    continue
+                if query.workflow is not None and run.workflow != query.workflow:
+                    continue
+                if query.states is not None and run.state not in query.states:
+                    continue
+                if any(run.labels.get(k) != v for k, v in query.labels.items()):
+                    continue
+                chosen.append(run)
+                if len(chosen) > query.limit:
+                    break
+            more = len(chosen) > query.limit
+            page = chosen[: query.limit]
+            summaries = tuple(
+                RunSummary(
+                    id=r.id,
+                    workflow=r.workflow,
+                    queue=r.queue,
+                    state=r.state,
+                    key=r.key,
+                    labels=dict(r.labels),
+                    created_at=r.created_at,
+                    run_at=r.run_at,
+                    finished_at=r.finished_at,
+                    error=r.error,
+                    step_counts=Counter(s.status for s in r.steps.values()),
+                )
+                for r in page
+            )
+            cursor = str(page[-1].seq) if more and page else None
+            return RunPage(summaries, cursor)
+
+    def _snapshot(self, run: _Run) -> StoredRun:
+        return StoredRun(
+            id=run.id,
+            workflow=run.workflow,
+            queue=run.queue,
+            state=run.state,
+            payload=run.payload,
+            key=run.key,
+            labels=dict(run.labels),
+            created_at=run.created_at,
+            run_at=run.run_at,
+            finished_at=run.finished_at,
+            error=run.error,
+            steps=tuple(
+                StoredStep(
+                    name=s.name,
+                    kind=s.kind,
+                    status=s.status,
+                    parents=s.parents,
+                    attempt=s.attempt,
+                    failures=s.failures,
+                    reclaims=s.reclaims,
+                    output=s.output,
+                    error=s.error,
+                    node=s.node,
+                    progress=s.progress,
+                    signal=s.signal,
+                    due_at=s.due_at,
+                    started_at=s.started_at,
+                    finished_at=s.finished_at,
+                    heartbeat_at=s.heartbeat_at,
+                )
+                for s in run.steps.values()
+            ),
+        )
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(runs={len(self._runs)})"

@@ -1,0 +1,197 @@
+"""The Store SPI: what a driver implements.
+
+A store persists and claims; it owns no rule of execution beyond the atomic
+state transitions below. Each operation is **one transaction**: it happens
+whole or not at all, and never leaves a half-written run behind. The engine
+(dispatcher, workers, lease renewal, retry decisions, timeouts) lives once in
+the core and calls nothing but this protocol.
+
+Conventions every implementation follows:
+
+* Times are integer Unix nanoseconds, passed in by the engine. A store never
+  reads a clock for due times or leases, so a fake clock (or the database
+  clock) drives it completely. ``now`` is the scheduling clock; ``lease_until``
+  and ``lease_now`` are the lease clock.
+* Payloads, outputs, signal payloads and progress are opaque ``bytes``.
+* Every transition of a claimed attempt is **fenced** by its lease token:
+  it applies only while the step is ``running`` under that token; otherwise it
+  changes nothing and reports :attr:`AttemptState.LOST` (or ``CANCELLED`` when
+  the run or step was cancelled). The reclaimer uses the same guard, so it can
+  never resurrect a step that finished between its read and its write.
+* A step has a count of unfinished parents; a parent's success decrements its
+  children's counts in the same transaction, and a child at zero becomes
+  ready. A run has a count of unfinished steps; the success that brings it to
+  zero finishes the run. No transition reads first and decides later, so two
+  parents finishing at once on two nodes cannot both miss the fan-in.
+* Idempotency keys are unique per workflow among **unfinished** runs; the key
+  is released in the transaction that finishes the run.
+* Lease tokens are 128 random bits, written fresh by every claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .._caps import Cap
+from ..notify import Notifier
+from ._records import (
+    AdvanceResult,
+    AttemptState,
+    ClaimedAttempt,
+    ClaimRequest,
+    FinishResult,
+    NewRun,
+    Outcome,
+    ReclaimResult,
+    RenewResult,
+    RunPage,
+    RunQuery,
+    SignalResult,
+    StoredRun,
+    StoreInfo,
+)
+
+__all__ = ["Store"]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The storage seam between the cairnflow engine and a database."""
+
+    capabilities: frozenset[Cap]
+    """Every capability this store promises; the conformance kit proves each one."""
+
+    spi_version: str
+    """The version of this SPI the store was written against (``cairnflow.SPI_VERSION``)."""
+
+    # -- lifecycle ---------------------------------------------------------------
+    def describe(self) -> StoreInfo:
+        """Say what this store is: driver, distribution, version, redacted URL, server."""
+        ...
+
+    @property
+    def channel(self) -> str:
+        """The notification channel of this store's namespace (schema and prefix)."""
+        ...
+
+    def default_notifier(self) -> Notifier | None:
+        """The notifier clients use unless given one (None: polling only)."""
+        ...
+
+    def migrate(self) -> list[str]:
+        """Bring the schema up to date; return the versions applied now.
+
+        Safe from many processes at once: each version is applied exactly once.
+        """
+        ...
+
+    def check_schema(self) -> None:
+        """Raise :class:`~cairnflow.SchemaNotReady` unless the schema is current.
+
+        Names the missing table and says to migrate; a schema migrated by a
+        newer release raises :class:`~cairnflow.SchemaTooNew` with both versions.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release every connection the store opened (not ones it was given)."""
+        ...
+
+    # -- writing runs -------------------------------------------------------------
+    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
+        """Create ``runs`` with their steps in one transaction; return their ids in order.
+
+        All or none: if any key is held by an unfinished run of the same
+        workflow (or twice in ``runs``), raise :class:`~cairnflow.DuplicateRun`
+        and write nothing. ``tx`` is the application's own open connection or
+        transaction (``Cap.TRANSACTIONAL_ENQUEUE``): write in it, never commit it.
+        """
+        ...
+
+    def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
+        """Lease up to ``request.limit`` ready, due attempts of the given workflows.
+
+        Highest priority first, then earliest due. Each claimed step becomes
+        ``running`` with a fresh token, ``lease_until``, the node id and its
+        attempt number incremented. Two concurrent claims never return the
+        same attempt.
+        """
+        ...
+
+    def renew(self, tokens: Collection[str], lease_until: int) -> RenewResult:
+        """Extend the leases of ``tokens`` that still hold their attempts."""
+        ...
+
+    def heartbeat(self, token: str, lease_until: int, now: int) -> AttemptState:
+        """Renew one lease now and record the heartbeat time (fenced)."""
+        ...
+
+    def record_progress(self, token: str, progress: bytes, now: int) -> AttemptState:
+        """Store ``progress`` on the attempt's step (fenced)."""
+        ...
+
+    def finish(self, token: str, outcome: Outcome, now: int) -> FinishResult:
+        """Write the outcome of the attempt that ``token`` holds (fenced).
+
+        * :class:`Succeeded`: store the output, make children whose parents all
+          succeeded ready (due ``now``), finish the run when every step succeeded.
+        * :class:`Failed`: count the failure and keep the error; with
+          ``retry_at`` the step is ready again then, without it the step and the
+          run fail and every other unfinished step is cancelled.
+        * :class:`Snoozed`: ready again at ``until``; no failure counted.
+        * :class:`SleepUntil`: the step sleeps, holding ``output``, until ``until``.
+        * :class:`WaitFor`: consume the oldest stored signal of that name and
+          succeed with its payload, or wait (until ``deadline``, if any).
+        """
+        ...
+
+    def hand_back(self, tokens: Collection[str], now: int) -> int:
+        """Make the attempts ``tokens`` hold ready again at once (a clean stop); fenced."""
+        ...
+
+    def reclaim_expired(
+        self,
+        *,
+        lease_now: int,
+        now: int,
+        workflows: Collection[str],
+        max_reclaims: int,
+        limit: int,
+    ) -> ReclaimResult:
+        """Take back running attempts whose ``lease_until`` is before ``lease_now``.
+
+        An attempt reclaimed fewer than ``max_reclaims`` times is made ready
+        (due ``now``) with its reclaim count incremented and its token cleared.
+        Others are left as they are and returned as abandoned, for the engine
+        to fail through :meth:`finish` with the same token.
+        """
+        ...
+
+    def advance_due(self, *, now: int, workflows: Collection[str], limit: int) -> AdvanceResult:
+        """Finish sleeps due at ``now`` and fail waits whose deadline passed."""
+        ...
+
+    def send_signal(self, run_id: str, name: str, payload: bytes, now: int) -> SignalResult:
+        """Resolve a step waiting for ``name`` with ``payload``, or keep the signal.
+
+        Raises :class:`~cairnflow.RunNotFound` for an unknown run.
+        """
+        ...
+
+    def cancel_run(self, run_id: str, now: int) -> bool:
+        """Cancel an unfinished run and its unfinished steps; False if it had finished.
+
+        Running attempts keep their tokens, so their next renewal reports them
+        cancelled. Raises :class:`~cairnflow.RunNotFound` for an unknown run.
+        """
+        ...
+
+    # -- reading ---------------------------------------------------------------------
+    def get_run(self, run_id: str) -> StoredRun | None:
+        """The run and all its steps, or None."""
+        ...
+
+    def list_runs(self, query: RunQuery) -> RunPage:
+        """Runs matching ``query``, newest first, with step counts by status."""
+        ...

@@ -1,0 +1,343 @@
+"""The records that cross the Store SPI.
+
+Everything here is plain data: bytes for payloads and outputs (the client's
+codec made them), integer Unix nanoseconds for every time, and
+:class:`~cairnflow.ErrorInfo` for failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .._models import ErrorInfo, Status, StepKind, StepStatus
+
+__all__ = [
+    "ACTIVE",
+    "AdvanceResult",
+    "AttemptState",
+    "ClaimRequest",
+    "ClaimedAttempt",
+    "ExpiredAttempt",
+    "Failed",
+    "FinishResult",
+    "NewRun",
+    "NewStep",
+    "Outcome",
+    "ReclaimResult",
+    "RenewResult",
+    "RunPage",
+    "RunQuery",
+    "RunSummary",
+    "SignalResult",
+    "SleepUntil",
+    "Snoozed",
+    "StoreInfo",
+    "StoredRun",
+    "StoredStep",
+    "Succeeded",
+    "WaitFor",
+    "derive_status",
+]
+
+ACTIVE = "active"
+"""The stored state of a run that has not finished; the rest are final :class:`Status` values."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """What a store says about itself (``cairn drivers``, conformance reports)."""
+
+    driver: str
+    distribution: str
+    version: str
+    url: str
+    durable: bool
+    server: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """One step row to create with its run; the DAG is captured at enqueue."""
+
+    name: str
+    kind: StepKind
+    parents: tuple[str, ...]
+    children: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to create. Root steps start ready and due at ``run_at``."""
+
+    workflow: str
+    queue: str
+    priority: int
+    payload: bytes
+    steps: tuple[NewStep, ...]
+    created_at: int
+    run_at: int
+    key: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    closure: Callable[..., Any] | None = None
+    """A Python callable to run as the one step (``Cap.CLOSURE``; in-process stores only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """Claim up to ``limit`` ready attempts that are due at ``now``.
+
+    ``lease_until`` is on the lease clock. ``queues=None`` serves every queue.
+    """
+
+    workflows: frozenset[str]
+    limit: int
+    now: int
+    lease_until: int
+    node_id: str
+    queues: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedAttempt:
+    """A claimed step attempt and everything needed to run it."""
+
+    token: str
+    run_id: str
+    workflow: str
+    queue: str
+    step: str
+    kind: StepKind
+    attempt: int
+    """This claim's number for the step, 1-based (claims, not failures)."""
+    failures: int
+    reclaims: int
+    payload: bytes
+    inputs: Mapping[str, bytes]
+    """The outputs of the step's parents, by parent name."""
+    labels: Mapping[str, str]
+    closure: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    """The attempt returned ``output``: dependents whose parents all succeeded become ready."""
+
+    output: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The attempt failed. ``retry_at`` makes the step ready again then; None fails the run."""
+
+    error: ErrorInfo
+    retry_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snoozed:
+    """The step asked to run again at ``until``; not a failure."""
+
+    until: int
+
+
+@dataclass(frozen=True, slots=True)
+class SleepUntil:
+    """A sleep step registers: it succeeds with ``output`` once ``until`` is due."""
+
+    until: int
+    output: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WaitFor:
+    """A wait step registers for ``signal``; a stored signal resolves it in this transaction.
+
+    ``deadline`` (None: no deadline) fails the step with StepTimeout once due.
+    """
+
+    signal: str
+    deadline: int | None
+
+
+Outcome = Succeeded | Failed | Snoozed | SleepUntil | WaitFor
+
+
+class AttemptState(StrEnum):
+    """Whether a lease token still holds its attempt."""
+
+    HELD = "held"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class FinishResult:
+    """What a fenced ``finish`` did.
+
+    ``state`` is HELD when the outcome was written; LOST or CANCELLED when the
+    token no longer held the attempt and nothing was written. ``ready`` counts
+    steps made ready at once (wake a dispatcher); ``run_status`` is the run's
+    final status when this transaction finished it.
+    """
+
+    state: AttemptState
+    ready: int = 0
+    run_status: Status | None = None
+
+    @property
+    def applied(self) -> bool:
+        """True when the outcome was written."""
+        return self.state is AttemptState.HELD
+
+
+@dataclass(frozen=True, slots=True)
+class RenewResult:
+    """Tokens whose renewal did not land, split by why."""
+
+    lost: frozenset[str] = frozenset()
+    cancelled: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredAttempt:
+    """A running attempt whose lease expired once too often (see ``max_reclaims``)."""
+
+    token: str
+    run_id: str
+    workflow: str
+    step: str
+    attempt: int
+    failures: int
+    reclaims: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimResult:
+    """``requeued`` attempts were made ready again; ``abandoned`` are for the engine to fail."""
+
+    requeued: int = 0
+    abandoned: tuple[ExpiredAttempt, ...] = ()
+
+
+class SignalResult(StrEnum):
+    """What became of a signal."""
+
+    DELIVERED = "delivered"
+    """It resolved a waiting step at once."""
+    STORED = "stored"
+    """It is kept until a wait step for it becomes ready."""
+    RUN_FINISHED = "run_finished"
+    """The run had finished; nothing was stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdvanceResult:
+    """Sleeps that ended and waits that timed out in one ``advance_due`` pass."""
+
+    woken: int = 0
+    timed_out: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredStep:
+    """One step row as stored."""
+
+    name: str
+    kind: StepKind
+    status: StepStatus
+    parents: tuple[str, ...]
+    attempt: int
+    failures: int
+    reclaims: int
+    output: bytes | None = None
+    error: ErrorInfo | None = None
+    node: str | None = None
+    progress: bytes | None = None
+    signal: str | None = None
+    due_at: int | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    heartbeat_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """One run row with its steps (in definition order)."""
+
+    id: str
+    workflow: str
+    queue: str
+    state: str
+    """:data:`ACTIVE` or a final :class:`Status` value."""
+    payload: bytes
+    key: str | None
+    labels: Mapping[str, str]
+    created_at: int
+    run_at: int
+    finished_at: int | None
+    error: ErrorInfo | None
+    steps: tuple[StoredStep, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """A filter for ``list_runs``: newest first, ``limit`` per page, opaque ``cursor``.
+
+    ``states`` filters the stored state (:data:`ACTIVE` or final statuses).
+    """
+
+    workflow: str | None = None
+    states: frozenset[str] | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    limit: int = 50
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run in a listing, with a count of its steps by status."""
+
+    id: str
+    workflow: str
+    queue: str
+    state: str
+    key: str | None
+    labels: Mapping[str, str]
+    created_at: int
+    run_at: int
+    finished_at: int | None
+    error: ErrorInfo | None
+    step_counts: Mapping[StepStatus, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """A page of runs and the cursor of the next page (None on the last)."""
+
+    runs: tuple[RunSummary, ...]
+    cursor: str | None
+
+
+def derive_status(
+    state: str, run_at: int, now: int, step_statuses: Mapping[StepStatus, int]
+) -> Status:
+    """The public :class:`Status` of a run from its stored state and step counts.
+
+    Stores keep only "active" or the final status on the run row, so that the
+    hot path never rewrites the run; the finer status is derived on read.
+    """
+    if state != ACTIVE:
+        return Status(state)
+    present = {status for status, count in step_statuses.items() if count > 0}
+    if StepStatus.RUNNING in present:
+        return Status.RUNNING
+    if run_at > now and present <= {StepStatus.BLOCKED, StepStatus.READY}:
+        return Status.PENDING
+    if StepStatus.READY in present:
+        return Status.QUEUED
+    if present & {StepStatus.SLEEPING, StepStatus.WAITING}:
+        return Status.WAITING
+    return Status.QUEUED

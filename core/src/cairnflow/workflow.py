@@ -1,0 +1,389 @@
+"""Workflow definitions: a named DAG of steps.
+
+A workflow is plain data plus the step functions; it is checked when it is
+defined (names, parents, cycles), so a broken DAG never reaches a store::
+
+    orders = cf.Workflow("process-order", queue="default")
+
+    @orders.step(retry=cf.RetryPolicy(max_attempts=5))
+    def charge(ctx, order): ...
+
+    @orders.step(after=[charge], timeout=30)
+    def ship(ctx, charged): ...
+
+    cool_off = orders.sleep("cool-off", seconds=3600, after=[ship])
+    orders.wait("approval", signal="approved", timeout=86400, after=[cool_off])
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from ._caps import Cap
+from ._models import StepKind
+from ._names import check_name
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from .context import StepContext
+
+__all__ = ["DEFAULT_QUEUE", "Sleep", "Step", "StepFn", "Wait", "Workflow"]
+
+DEFAULT_QUEUE = "default"
+
+StepFn = Callable[["StepContext", Any], Any]
+"""``fn(ctx, data)``, sync or ``async def``; its return value is the step's output."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_seconds(what: str, value: float | None, *, allow_zero: bool = False) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        limit = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{what} must be {limit} seconds, got {value!r}")
+    return float(value)
+
+
+class Step:
+    """One step of a workflow: user code (``fn``), a :class:`Sleep` or a :class:`Wait`.
+
+    ``after`` lists the parents (names, steps or step functions); the step runs
+    once every parent succeeded. ``retry`` and ``timeout`` default to the
+    workflow's.
+    """
+
+    kind: StepKind = StepKind.TASK
+
+    def __init__(
+        self,
+        name: str,
+        fn: StepFn | None = None,
+        *,
+        after: Iterable[Any] = (),
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.name = check_name("step", name)
+        if self.kind is StepKind.TASK:
+            if fn is None or not callable(fn):
+                raise TypeError(f"step {name!r} needs a callable fn(ctx, data), got {fn!r}")
+            _check_signature(name, fn)
+        self.fn = fn
+        if isinstance(after, str | Step) or callable(after):
+            after = [after]
+        self.after: tuple[Any, ...] = tuple(after)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"step {name!r}: retry must be a RetryPolicy, got {retry!r}")
+        self.retry = retry
+        self.timeout = _check_seconds(f"timeout of step {name!r}", timeout)
+        self.parents: tuple[str, ...] = ()
+
+    @property
+    def is_async(self) -> bool:
+        """True when ``fn`` is an ``async def``."""
+        return self.fn is not None and inspect.iscoroutinefunction(self.fn)
+
+    def __repr__(self) -> str:
+        parents = f", after={list(self.parents)}" if self.parents else ""
+        return f"{type(self).__name__}({self.name!r}{parents})"
+
+
+class Sleep(Step):
+    """A durable sleep of ``seconds``: it holds no worker while it waits.
+
+    Its output is its input passed through (the parent's output, a dict of the
+    parents' outputs, or the run's payload when it has no parent).
+    """
+
+    kind = StepKind.SLEEP
+
+    def __init__(self, name: str, *, seconds: float, after: Iterable[Any] = ()) -> None:
+        super().__init__(name, after=after)
+        checked = _check_seconds(f"seconds of sleep {name!r}", seconds, allow_zero=True)
+        assert checked is not None
+        self.seconds: float = checked
+
+
+class Wait(Step):
+    """Waits for the signal ``signal`` sent to the run; holds no worker.
+
+    Its output is the signal's payload. A signal sent before the wait became
+    ready is kept and consumed when it does. With ``timeout`` the step fails
+    with :class:`~cairnflow.StepTimeout` when no signal came in time.
+    """
+
+    kind = StepKind.WAIT
+
+    def __init__(
+        self, name: str, *, signal: str, timeout: float | None = None, after: Iterable[Any] = ()
+    ) -> None:
+        super().__init__(name, after=after)
+        self.signal = check_name("signal", signal)
+        self.timeout = _check_seconds(f"timeout of wait {name!r}", timeout)
+
+
+def _check_signature(name: str, fn: Callable[..., Any]) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature: trust the caller
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        raise TypeError(
+            f"step {name!r}: {getattr(fn, '__qualname__', fn)!r} must accept two positional "
+            f"arguments (ctx, data), its signature is {signature}"
+        ) from None
+
+
+class Workflow:
+    """A named DAG of steps, run as one unit per enqueued payload.
+
+    ``queue`` is where its steps are claimed from, ``priority`` orders its
+    steps against others on that queue (higher first), and ``retry`` and
+    ``timeout`` are the defaults for its steps.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        steps: Sequence[Step] = (),
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        priority: int = 0,
+        description: str | None = None,
+    ) -> None:
+        self.name = check_name("workflow", name)
+        self.queue = check_name("queue", queue)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"workflow {name!r}: retry must be a RetryPolicy, got {retry!r}")
+        self.retry = retry or RetryPolicy()
+        self.timeout = _check_seconds(f"timeout of workflow {name!r}", timeout)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"workflow {name!r}: priority must be an int, got {priority!r}")
+        self.priority = priority
+        self.description = description
+        self._steps: dict[str, Step] = {}
+        self._by_fn: dict[int, str] = {}
+        if steps:
+            self._add_all(list(steps))
+
+    # -- defining ---------------------------------------------------------------
+    @overload
+    def step(
+        self,
+        fn: F,
+        /,
+        *,
+        name: str | None = None,
+        after: Iterable[Any] = (),
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> F: ...
+
+    @overload
+    def step(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        after: Iterable[Any] = (),
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def step(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        after: Iterable[Any] = (),
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> F | Callable[[F], F]:
+        """Decorate ``fn(ctx, data)`` as a step; the function is returned unchanged.
+
+        Usable bare (``@wf.step``), with options (``@wf.step(after=[a])``), or
+        called directly (``wf.step(fn, name="a")``).
+        The step's name is ``name`` or the function's ``__name__``.
+        """
+
+        def decorate(func: F) -> F:
+            step_name = name if name is not None else getattr(func, "__name__", None)
+            self.add(Step(str(step_name), func, after=after, retry=retry, timeout=timeout))
+            return func
+
+        if fn is not None:
+            return decorate(fn)
+        return decorate
+
+    def sleep(self, name: str, *, seconds: float, after: Iterable[Any] = ()) -> Sleep:
+        """Add a durable sleep step and return its handle (usable in ``after=``)."""
+        step = Sleep(name, seconds=seconds, after=after)
+        self.add(step)
+        return step
+
+    def wait(
+        self, name: str, *, signal: str, timeout: float | None = None, after: Iterable[Any] = ()
+    ) -> Wait:
+        """Add a step that waits for ``signal`` and return its handle."""
+        step = Wait(name, signal=signal, timeout=timeout, after=after)
+        self.add(step)
+        return step
+
+    def add(self, step: Step) -> Step:
+        """Add ``step``, whose parents must already be in the workflow."""
+        if not isinstance(step, Step):
+            raise TypeError(f"workflow {self.name!r}: add() takes a Step, got {step!r}")
+        self._check_new_name(step)
+        step.parents = self._resolve_parents(step, known=self._steps)
+        self._register(step)
+        return step
+
+    def _add_all(self, steps: list[Step]) -> None:
+        pending: dict[str, Step] = {}
+        for step in steps:
+            if not isinstance(step, Step):
+                raise TypeError(f"workflow {self.name!r}: steps must be Step objects, got {step!r}")
+            self._check_new_name(step, also=pending)
+            pending[step.name] = step
+            if step.fn is not None:
+                self._by_fn.setdefault(id(step.fn), step.name)
+        for step in steps:
+            step.parents = self._resolve_parents(step, known=pending)
+        for name in _topological_order(self.name, {s.name: s.parents for s in steps}):
+            self._register(pending[name])
+
+    def _check_new_name(self, step: Step, also: Mapping[str, Step] = {}) -> None:
+        if step.name in self._steps or step.name in also:
+            raise ValueError(f"workflow {self.name!r} already has a step named {step.name!r}")
+
+    def _register(self, step: Step) -> None:
+        self._steps[step.name] = step
+        if step.fn is not None:
+            self._by_fn.setdefault(id(step.fn), step.name)
+
+    def _resolve_parents(self, step: Step, known: Mapping[str, Step]) -> tuple[str, ...]:
+        parents: list[str] = []
+        for ref in step.after:
+            if isinstance(ref, Step):
+                parent = ref.name
+                if known.get(parent) is not ref and self._steps.get(parent) is not ref:
+                    raise ValueError(
+                        f"workflow {self.name!r}: step {step.name!r} is after step {parent!r}, "
+                        f"which is not part of this workflow (add parents before children)"
+                    )
+            elif isinstance(ref, str):
+                parent = ref
+            elif callable(ref):
+                found = self._by_fn.get(id(ref))
+                if found is None:
+                    label = getattr(ref, "__qualname__", repr(ref))
+                    raise ValueError(
+                        f"workflow {self.name!r}: step {step.name!r} is after {label}, "
+                        f"which is not a step of this workflow"
+                    )
+                parent = found
+            else:
+                raise TypeError(
+                    f"workflow {self.name!r}: step {step.name!r} has after={ref!r}; "
+                    f"after takes step names, steps or step functions"
+                )
+            if parent == step.name:
+                raise ValueError(
+                    f"workflow {self.name!r}: step {step.name!r} cannot be after itself (a cycle)"
+                )
+            if parent not in known and parent not in self._steps:
+                raise ValueError(
+                    f"workflow {self.name!r}: step {step.name!r} is after unknown step "
+                    f"{parent!r} (define parents before children)"
+                )
+            if parent not in parents:
+                parents.append(parent)
+        return tuple(parents)
+
+    # -- reading ----------------------------------------------------------------
+    @property
+    def steps(self) -> Mapping[str, Step]:
+        """Every step by name, parents before children."""
+        return dict(self._steps)
+
+    def __getitem__(self, name: str) -> Step:
+        return self._steps[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._steps
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def children(self, name: str) -> tuple[str, ...]:
+        """The steps that list ``name`` in their ``after``."""
+        return tuple(s.name for s in self._steps.values() if name in s.parents)
+
+    @property
+    def sinks(self) -> tuple[str, ...]:
+        """The steps no other step is after; their outputs make the run's result."""
+        with_children = {p for s in self._steps.values() for p in s.parents}
+        return tuple(n for n in self._steps if n not in with_children)
+
+    def retry_for(self, step: Step) -> RetryPolicy:
+        """The retry policy that applies to ``step``."""
+        return step.retry or self.retry
+
+    def timeout_for(self, step: Step) -> float | None:
+        """The attempt timeout that applies to a task ``step`` (None: no limit)."""
+        return step.timeout if step.timeout is not None else self.timeout
+
+    def required_capabilities(self) -> dict[Cap, str]:
+        """The capabilities this workflow needs, each with the reason."""
+        needs: dict[Cap, str] = {}
+        for step in self._steps.values():
+            if step.kind is StepKind.SLEEP:
+                needs.setdefault(Cap.SLEEP, f"sleep step {step.name!r}")
+            elif step.kind is StepKind.WAIT:
+                needs.setdefault(Cap.SIGNAL, f"wait step {step.name!r}")
+            else:
+                if self.retry_for(step).retries:
+                    needs.setdefault(Cap.RETRY, f"the retry policy of step {step.name!r}")
+                if self.timeout_for(step) is not None:
+                    needs.setdefault(Cap.STEP_TIMEOUT, f"the timeout of step {step.name!r}")
+        return needs
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` if the workflow cannot run (it has no steps)."""
+        if not self._steps:
+            raise ValueError(f"workflow {self.name!r} has no steps")
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.name!r}, queue={self.queue!r}, steps={list(self._steps)})"
+
+
+def _topological_order(workflow: str, parents: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Kahn's algorithm; refuses a cycle and names the steps on it."""
+    remaining = {name: set(ps) for name, ps in parents.items()}
+    order: list[str] = []
+    ready = [name for name, ps in remaining.items() if not ps]
+    while ready:
+        name = ready.pop(0)
+        order.append(name)
+        del remaining[name]
+        for other, ps in remaining.items():
+            if name in ps:
+                ps.discard(name)
+                if not ps and other not in ready:
+                    ready.append(other)
+    if remaining:
+        raise ValueError(f"workflow {workflow!r} has a cycle among steps {sorted(remaining)}")
+    return order

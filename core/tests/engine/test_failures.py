@@ -1,0 +1,225 @@
+"""Failures: retries with backoff, Permanent, timeouts (sync and async), snooze."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import cairnflow as cf
+from cairnflow.testing import wait_until
+
+
+def flaky(fails: int, *, policy: cf.RetryPolicy) -> tuple[cf.Workflow, list[int]]:
+    attempts: list[int] = []
+    wf = cf.Workflow("flaky")
+
+    @wf.step(retry=policy)
+    def call(ctx: cf.StepContext, data: Any) -> str:
+        attempts.append(ctx.attempt)
+        if len(attempts) <= fails:
+            raise ConnectionError(f"failure {len(attempts)}")
+        return "ok"
+
+    wf.step(lambda ctx, d: d + "!", name="after", after=[call])
+    return wf, attempts
+
+
+def test_a_retried_step_succeeds_and_counts_its_failures(make_client: Any) -> None:
+    wf, attempts = flaky(2, policy=cf.RetryPolicy(max_attempts=3, backoff=cf.Backoff(initial=0.01)))
+    client = make_client(wf)
+    info = client.wait(client.enqueue("flaky"), timeout=10)
+    assert info.status is cf.Status.SUCCEEDED
+    assert info.result == "ok!"
+    assert attempts == [1, 2, 3]
+    step = info.steps["call"]
+    assert (step.attempts, step.failures) == (3, 2)
+    assert step.error is not None and step.error.message == "failure 2"  # the last failure stays
+
+
+def test_out_of_retries_fails_the_run_and_cancels_the_rest(make_client: Any) -> None:
+    wf, attempts = flaky(5, policy=cf.RetryPolicy(max_attempts=2, backoff=cf.Backoff(initial=0.01)))
+    client = make_client(wf)
+    info = client.wait(client.enqueue("flaky"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    assert attempts == [1, 2]
+    assert info.error is not None
+    assert (info.error.type, info.error.step, info.error.attempt) == ("ConnectionError", "call", 2)
+    assert info.steps["call"].status is cf.StepStatus.FAILED
+    assert info.steps["after"].status is cf.StepStatus.CANCELLED
+
+
+def test_permanent_skips_the_retries(make_client: Any) -> None:
+    wf = cf.Workflow("perm")
+    calls: list[int] = []
+
+    @wf.step(retry=cf.RetryPolicy(max_attempts=10, backoff=cf.Backoff(initial=0.01)))
+    def charge(ctx: cf.StepContext, data: Any) -> None:
+        calls.append(ctx.attempt)
+        raise cf.Permanent(ValueError("card declined"))
+
+    client = make_client(wf)
+    info = client.wait(client.enqueue("perm"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    assert calls == [1]
+    assert info.error is not None and (info.error.type, info.error.message) == (
+        "ValueError",
+        "card declined",
+    )
+
+
+def test_backoff_holds_the_retry_until_it_is_due(make_client: Any) -> None:
+    clock = cf.clock.Fake()
+    policy = cf.RetryPolicy(
+        max_attempts=3, backoff=cf.Backoff(initial=60, factor=2, max=600, jitter=0.5)
+    )
+    wf, attempts = flaky(2, policy=policy)
+    client = make_client(wf, clock=clock, jitter=lambda: 0.0)  # jitter pinned: 50% shorter
+    ref = client.enqueue("flaky")
+    wait_until(lambda: client.info(ref).steps["call"].failures == 1, what="the first failure")
+    step = client.info(ref).steps["call"]
+    assert step.status is cf.StepStatus.READY
+    assert step.due_at_ns == clock.now_ns() + 30 * 10**9  # 60 s * (1 - 0.5)
+    time.sleep(0.3)
+    assert attempts == [1]  # not due: nobody may claim it
+    clock.advance(30)
+    wait_until(lambda: client.info(ref).steps["call"].failures == 2, what="the second failure")
+    assert attempts == [1, 2]
+    assert client.info(ref).steps["call"].due_at_ns == clock.now_ns() + 60 * 10**9  # 120 s * 0.5
+    clock.advance(60)
+    assert client.wait(ref, timeout=10).status is cf.Status.SUCCEEDED
+
+
+def test_sync_step_timeout_interrupts_python_code(make_client: Any) -> None:
+    wf = cf.Workflow("slow")
+    interrupted = threading.Event()
+
+    @wf.step(timeout=0.2)
+    def spin(ctx: cf.StepContext, data: Any) -> str:
+        try:
+            while True:  # pure Python: the interrupt lands between bytecodes
+                time.sleep(0.001)
+        except cf.StepTimeout:
+            interrupted.set()
+            raise
+
+    client = make_client(wf)
+    info = client.wait(client.enqueue("slow"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    assert info.error is not None and info.error.type == "StepTimeout"
+    assert "ran past its timeout of 0.2s" in info.error.message
+    assert interrupted.wait(5)
+
+
+def test_sync_step_blocked_in_c_is_timed_out_on_time(make_client: Any) -> None:
+    wf = cf.Workflow("blocked")
+    release = threading.Event()
+    returned: list[str] = []
+
+    @wf.step(timeout=0.2, retry=cf.RetryPolicy(max_attempts=2, backoff=cf.Backoff(initial=0.01)))
+    def stuck(ctx: cf.StepContext, data: Any) -> str:
+        if ctx.attempt == 1:
+            try:
+                release.wait(30)  # a C-level wait: nothing interrupts it
+                return "late value"
+            finally:
+                returned.append("late")
+        return "second attempt"
+
+    client = make_client(wf)
+    started = time.monotonic()
+    info = client.wait(client.enqueue("blocked"), timeout=10)
+    elapsed = time.monotonic() - started
+    release.set()
+    assert info.status is cf.Status.SUCCEEDED
+    assert info.result == "second attempt"  # the late value of attempt 1 is never written
+    assert info.steps["stuck"].failures == 1
+    assert elapsed < 10
+    wait_until(lambda: returned == ["late"], what="the blocked attempt to return")
+    time.sleep(0.1)
+    assert client.info(info.ref).result == "second attempt"
+
+
+def test_async_step_timeout_cancels_the_task(make_client: Any) -> None:
+    wf = cf.Workflow("async-slow")
+    cancelled = threading.Event()
+
+    @wf.step(timeout=0.2)
+    async def nap(ctx: cf.StepContext, data: Any) -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    client = make_client(wf)
+    info = client.wait(client.enqueue("async-slow"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    assert info.error is not None and info.error.type == "StepTimeout"
+    assert cancelled.wait(5)
+
+
+def test_timeout_applies_per_attempt_with_remaining_time_visible(make_client: Any) -> None:
+    wf = cf.Workflow("deadline")
+    seen: list[float | None] = []
+    wf.step(lambda ctx, d: seen.append(ctx.remaining), name="probe", timeout=5)
+    client = make_client(wf)
+    client.wait(client.enqueue("deadline"), timeout=10)
+    assert seen and seen[0] is not None and 4 < seen[0] <= 5
+
+
+def test_snooze_reschedules_without_counting_a_failure(make_client: Any) -> None:
+    clock = cf.clock.Fake()
+    wf = cf.Workflow("snoozy")
+    calls: list[int] = []
+
+    @wf.step
+    def poll(ctx: cf.StepContext, data: Any) -> str:
+        calls.append(ctx.attempt)
+        if len(calls) < 3:
+            raise cf.Snooze(10)
+        return "ready"
+
+    client = make_client(wf, clock=clock)
+    ref = client.enqueue("snoozy")
+    wait_until(lambda: len(calls) == 1, what="the first attempt")
+    wait_until(lambda: client.info(ref).steps["poll"].status is cf.StepStatus.READY, what="snoozed")
+    clock.advance(10)
+    wait_until(lambda: len(calls) == 2, what="the second attempt")
+    wait_until(lambda: client.info(ref).steps["poll"].status is cf.StepStatus.READY, what="snoozed")
+    clock.advance(10)
+    info = client.wait(ref, timeout=10)
+    assert info.status is cf.Status.SUCCEEDED
+    assert (info.steps["poll"].attempts, info.steps["poll"].failures) == (3, 0)
+
+
+def test_an_output_the_codec_cannot_encode_fails_permanently(make_client: Any) -> None:
+    wf = cf.Workflow("bad-output")
+    wf.step(lambda ctx, d: {1, 2}, name="sets", retry=cf.RetryPolicy(max_attempts=5))
+    client = make_client(wf)
+    info = client.wait(client.enqueue("bad-output"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    assert info.steps["sets"].attempts == 1
+    assert info.error is not None
+    assert "returned a value the json codec cannot encode" in info.error.message
+
+
+@pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt()])
+def test_base_exceptions_from_steps_are_failures_not_crashes(
+    make_client: Any, error: BaseException
+) -> None:
+    wf = cf.Workflow("exits")
+
+    def bail(ctx: cf.StepContext, data: Any) -> None:
+        raise error
+
+    wf.step(bail, name="bail")
+    client = make_client(wf)
+    assert client.wait(client.enqueue("exits"), timeout=10).status is cf.Status.FAILED
+    wf2 = cf.Workflow("still-works", steps=[cf.Step("ok", lambda c, d: "fine")])
+    client.register(wf2)
+    assert client.result(client.enqueue("still-works"), timeout=10) == "fine"

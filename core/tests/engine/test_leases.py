@@ -1,0 +1,274 @@
+"""Leases: takeover after a stall, fencing of late outcomes, max reclaims, clean stop.
+
+Stalls are made with :class:`cairnflow.testing.Partition`: a real store behind
+a switch that hangs a client's renewals and writes, like a lost network or a
+process paused at the worst moment.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import cairnflow as cf
+from cairnflow.clock import Real
+from cairnflow.store import ClaimRequest, MemoryStore
+from cairnflow.testing import Partition, wait_until
+
+
+class BehindClock:
+    """Wall time running ``seconds`` behind: a node whose clock is late."""
+
+    def __init__(self, seconds: float) -> None:
+        self._offset = int(seconds * 1e9)
+
+    def now_ns(self) -> int:
+        return Real().now_ns() - self._offset
+
+
+def test_a_stalled_step_is_taken_over_and_the_late_outcome_is_not_written(
+    make_client: Any, store: MemoryStore, partitions: list[Partition]
+) -> None:
+    runs_on: Counter[str] = Counter()
+    first_started = threading.Event()
+    release_first = threading.Event()
+    wf = cf.Workflow("stall")
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> str:
+        runs_on[ctx.node_id] += 1
+        if ctx.node_id == "stalled":
+            first_started.set()
+            release_first.wait(10)  # the node is stalled here...
+            return "from the stalled node"
+        return "from the node that took over"
+
+    partition = Partition(store)
+    partitions.append(partition)
+    stalled = make_client(wf, on=partition, node_id="stalled", lease=0.5, interrupt=False)
+    ref = stalled.enqueue("stall")
+    assert first_started.wait(5)
+    partition.cut()  # ...and cannot renew or write any more
+    rescuer = make_client(wf, node_id="rescuer", lease=0.5)
+    info = rescuer.wait(ref, timeout=10)
+    assert info.status is cf.Status.SUCCEEDED
+    assert info.result == "from the node that took over"
+    assert info.steps["work"].node == "rescuer"
+    assert info.steps["work"].reclaims == 1
+    release_first.set()
+    partition.heal()  # the stalled node wakes up and tries to write
+    time.sleep(0.5)
+    assert rescuer.info(ref).result == "from the node that took over"
+    assert runs_on == {"stalled": 1, "rescuer": 1}
+
+
+def test_the_store_fences_a_late_outcome_even_when_the_holder_never_noticed(
+    make_client: Any, store: MemoryStore
+) -> None:
+    # The holder's lease clock runs 5 s late, so its leases look expired to
+    # everyone else from the start: another node takes the step over while
+    # the holder still believes it holds it, and the holder's finish arrives
+    # with a stale token.
+    holder_started = threading.Event()
+    rescuer_started = threading.Event()
+    results: list[str] = []
+    wf = cf.Workflow("skewed")
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> str:
+        if ctx.node_id == "holder":
+            holder_started.set()
+            rescuer_started.wait(10)
+            results.append("holder returned")
+            return "holder"
+        rescuer_started.set()
+        time.sleep(0.2)
+        results.append("rescuer returned")
+        return "rescuer"
+
+    holder = make_client(wf, node_id="holder", lease=3, lease_clock=BehindClock(5), interrupt=False)
+    ref = holder.enqueue("skewed")
+    assert holder_started.wait(5)
+    make_client(wf, node_id="rescuer", lease=3)
+    info = holder.wait(ref, timeout=10)
+    wait_until(lambda: len(results) == 2, what="both attempts to return")
+    time.sleep(0.2)
+    info = holder.info(ref)
+    assert info.result == "rescuer"
+    assert info.steps["work"].node == "rescuer"
+
+
+def test_a_step_that_kills_its_workers_is_abandoned_after_max_reclaims(
+    make_client: Any, store: MemoryStore, partitions: list[Partition]
+) -> None:
+    killed: list[str] = []
+    dead = threading.Event()  # set at the end, so the "dead" threads can exit
+    wf = cf.Workflow("poison")
+
+    @wf.step
+    def poison(ctx: cf.StepContext, data: Any) -> None:
+        killed.append(ctx.node_id)
+        cut[ctx.node_id].cut()  # this node "dies": it never renews nor writes again
+        dead.wait(30)
+
+    cut: dict[str, Partition] = {}
+    for node in ("a", "b"):
+        cut[node] = Partition(store)
+        partitions.append(cut[node])
+    a = make_client(wf, on=cut["a"], node_id="a", lease=0.4, max_reclaims=1, interrupt=False)
+    ref = a.enqueue("poison")
+    wait_until(lambda: killed == ["a"], what="node a to die")
+    make_client(wf, on=cut["b"], node_id="b", lease=0.4, max_reclaims=1, interrupt=False)
+    wait_until(lambda: killed == ["a", "b"], what="node b to take over and die")
+    watcher = make_client(wf, node_id="watcher", lease=0.4, max_reclaims=1, workers=1)
+    info = watcher.wait(ref, timeout=10)
+    assert info.status is cf.Status.FAILED
+    assert info.error is not None and info.error.type == "Abandoned"
+    assert "abandoned by 2 worker(s)" in info.error.message
+    assert killed == ["a", "b"]
+    dead.set()
+
+
+def test_a_partitioned_holder_fences_itself_after_a_whole_lease(
+    make_client: Any, store: MemoryStore, partitions: list[Partition]
+) -> None:
+    fenced = threading.Event()
+    wf = cf.Workflow("selffence")
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> None:
+        partition.cut()
+        if ctx.cancel_event.wait(10):
+            fenced.set()
+
+    partition = Partition(store, blocked={"renew"})
+    partitions.append(partition)
+    client = make_client(wf, on=partition, lease=0.4, interrupt=False)
+    client.enqueue("selffence")
+    started = time.monotonic()
+    assert fenced.wait(5)
+    assert time.monotonic() - started >= 0.3
+
+
+def test_clean_stop_hands_running_steps_back_at_once(make_client: Any, store: MemoryStore) -> None:
+    started = threading.Event()
+    saw_stop = threading.Event()
+    wf = cf.Workflow("handback")
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> str:
+        if ctx.node_id == "leaving":
+            started.set()
+            if ctx.cancel_event.wait(10):
+                saw_stop.set()
+            return "from the stopped client"
+        return "from the next client"
+
+    leaving = make_client(wf, node_id="leaving", lease=60, interrupt=False)
+    ref = leaving.enqueue("handback")
+    assert started.wait(5)
+    before = time.monotonic()
+    leaving.stop()
+    assert saw_stop.is_set()
+    step = leaving.info(ref).steps["work"]
+    assert step.status is cf.StepStatus.READY  # handed back, not waiting out a 60 s lease
+    make_client(wf, node_id="next", lease=60)
+    info = leaving.wait(ref, timeout=10)
+    assert time.monotonic() - before < 10
+    assert info.result == "from the next client"
+    assert info.steps["work"].attempts == 2
+
+
+def test_stop_with_grace_lets_running_steps_finish(make_client: Any) -> None:
+    wf = cf.Workflow("graceful")
+    started = threading.Event()
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> str:
+        started.set()
+        time.sleep(0.3)
+        return "done"
+
+    client = make_client(wf)
+    ref = client.enqueue("graceful")
+    assert started.wait(5)
+    client.stop(grace=5)
+    assert client.info(ref).status is cf.Status.SUCCEEDED
+
+
+def test_heartbeat_renews_and_reports_a_lost_lease(make_client: Any, store: MemoryStore) -> None:
+    outcomes: list[str] = []
+    wf = cf.Workflow("beat")
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> None:
+        ctx.heartbeat()
+        outcomes.append("renewed")
+        # Another node steals the step (as if our lease had run out).
+        store.reclaim_expired(
+            lease_now=time.time_ns() + 10**12,
+            now=time.time_ns(),
+            workflows={"beat"},
+            max_reclaims=9,
+            limit=9,
+        )
+        try:
+            ctx.heartbeat()
+        except cf.LeaseLost:
+            outcomes.append("lost")
+            raise
+
+    client = make_client(wf, lease=30)
+    ref = client.enqueue("beat")
+    wait_until(lambda: outcomes == ["renewed", "lost"], what="the second heartbeat")
+    assert client.info(ref).steps["work"].heartbeat_at is not None
+
+
+def test_progress_is_readable_while_the_step_runs(make_client: Any) -> None:
+    halfway = threading.Event()
+    finish = threading.Event()
+    wf = cf.Workflow("progress")
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> str:
+        ctx.progress({"done": 50, "of": 100})
+        halfway.set()
+        finish.wait(10)
+        return "ok"
+
+    client = make_client(wf)
+    ref = client.enqueue("progress")
+    assert halfway.wait(5)
+    observer = make_client(wf, start=False)
+    assert observer.info(ref).steps["work"].progress == {"done": 50, "of": 100}
+    finish.set()
+    assert client.wait(ref, timeout=10).status is cf.Status.SUCCEEDED
+
+
+def test_claims_never_hand_one_attempt_to_two_workers(store: MemoryStore) -> None:
+    wf = cf.Workflow("many", steps=[cf.Step("a", lambda c, d: d)])
+    client = cf.Client(store)
+    client.register(wf)
+    for n in range(300):
+        client.enqueue("many", n)
+    tokens: list[str] = []
+    lock = threading.Lock()
+
+    def claim() -> None:
+        while True:
+            got = store.claim(
+                ClaimRequest(frozenset({"many"}), 7, time.time_ns(), time.time_ns() + 10**10, "n")
+            )
+            if not got:
+                return
+            with lock:
+                tokens.extend(f"{a.run_id}/{a.step}" for a in got)
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(tokens) == 300 == len(set(tokens))

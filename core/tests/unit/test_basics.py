@@ -1,0 +1,172 @@
+"""Retry policies, backoff, codecs, clocks, ids, labels and the capability vocabulary."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import cairnflow as cf
+from cairnflow import ids
+from cairnflow._names import check_key, check_labels, check_sql_identifier
+
+
+class TestBackoff:
+    def test_exponential_and_capped(self) -> None:
+        backoff = cf.Backoff(initial=1, factor=2, max=60)
+        assert [backoff.delay(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
+
+    def test_jitter_spreads_both_ways(self) -> None:
+        backoff = cf.Backoff(initial=10, factor=1, max=10, jitter=0.2)
+        assert backoff.delay(1, rand=0.0) == pytest.approx(8.0)
+        assert backoff.delay(1, rand=0.5) == pytest.approx(10.0)
+        assert backoff.delay(1, rand=0.999999) == pytest.approx(12.0, rel=1e-5)
+
+    def test_huge_exponents_do_not_overflow(self) -> None:
+        assert cf.Backoff(initial=1, factor=10, max=5).delay(10_000) == 5
+
+    @pytest.mark.parametrize(
+        "kwargs",
+        [{"initial": -1}, {"factor": 0.5}, {"max": 0.1, "initial": 1}, {"jitter": 1.5}],
+    )
+    def test_invalid(self, kwargs: dict[str, float]) -> None:
+        with pytest.raises(ValueError, match="Backoff"):
+            cf.Backoff(**kwargs)
+
+
+class TestRetryPolicy:
+    def test_counts_failures(self) -> None:
+        policy = cf.RetryPolicy(max_attempts=3, backoff=cf.Backoff(initial=1, factor=2))
+        error = RuntimeError("x")
+        assert policy.next_delay(error, failures=1, rand=0.5) == 1
+        assert policy.next_delay(error, failures=2, rand=0.5) == 2
+        assert policy.next_delay(error, failures=3, rand=0.5) is None
+
+    def test_permanent_and_no_retry_on_stop_at_once(self) -> None:
+        policy = cf.RetryPolicy(max_attempts=9, no_retry_on=lambda e: isinstance(e, KeyError))
+        assert policy.next_delay(cf.Permanent(RuntimeError("x")), 1, 0.5) is None
+        assert policy.next_delay(KeyError("k"), 1, 0.5) is None
+        assert policy.next_delay(RuntimeError("x"), 1, 0.5) is not None
+
+    def test_default_does_not_retry(self) -> None:
+        assert cf.NO_RETRY.retries is False
+        assert cf.RetryPolicy().next_delay(RuntimeError(), 1, 0.5) is None
+
+    @pytest.mark.parametrize("bad", [0, -1, 1.5])
+    def test_invalid_max_attempts(self, bad: int) -> None:
+        with pytest.raises(ValueError, match="max_attempts"):
+            cf.RetryPolicy(max_attempts=bad)
+
+
+def test_permanent_wraps_and_records_the_inner_error() -> None:
+    try:
+        raise cf.Permanent(ValueError("card declined"))
+    except cf.Permanent as error:
+        info = cf.ErrorInfo.from_exception(error, step="charge", attempt=2)
+    assert info.type == "ValueError"
+    assert info.message == "card declined"
+    assert info.step == "charge"
+    assert cf.ErrorInfo.from_json(info.to_json()) == info
+
+
+def test_json_codec_round_trips_and_refuses_what_json_cannot_hold() -> None:
+    codec = cf.JSONCodec()
+    value = {"a": [1, 2.5, None, True], "ü": "é"}
+    assert codec.decode(codec.encode(value)) == value
+    with pytest.raises(ValueError, match="JSON compliant"):
+        codec.encode(float("nan"))
+    with pytest.raises(TypeError):
+        codec.encode(object())
+
+
+def test_fake_clock_moves_only_when_told_and_notifies() -> None:
+    clock = cf.clock.Fake(datetime(2026, 5, 1, tzinfo=UTC))
+    seen: list[int] = []
+    stop = clock.subscribe(lambda: seen.append(clock.now_ns()))
+    start = clock.now_ns()
+    assert clock.now_ns() == start
+    clock.advance(1.5)
+    assert clock.now_ns() == start + 1_500_000_000 == seen[0]
+    stop()
+    clock.advance(1)
+    assert len(seen) == 1
+    with pytest.raises(ValueError, match="only moves forward"):
+        clock.advance(-1)
+
+
+def test_ns_conversions_are_exact_to_the_microsecond() -> None:
+    moment = datetime(2026, 12, 1, 2, 3, 4, 567891, tzinfo=UTC)
+    assert cf.clock.from_ns(cf.clock.to_ns(moment)) == moment
+    assert cf.clock.from_ns(cf.clock.to_ns(moment) + 999) == moment
+    assert cf.clock.to_ns(moment + timedelta(microseconds=1)) - cf.clock.to_ns(moment) == 1000
+    with pytest.raises(ValueError, match="naive"):
+        cf.clock.to_ns(datetime(2026, 1, 1))
+
+
+def test_ids_are_checked() -> None:
+    assert ids.new_id(ids.default_id_generator, "run").startswith("run_")
+    assert len(ids.new_id(ids.default_id_generator, "step")) == 37
+    for bad in ["", "x" * 65, "has space", "tab\t", 7]:
+        with pytest.raises(cf.InvalidName, match="1 to 64 printable ASCII"):
+            ids.new_id(lambda kind, bad=bad: bad, "run")  # type: ignore[misc]
+    assert ids.new_token() != ids.new_token()
+    assert len(ids.new_token()) == 32
+
+
+def test_keys_and_labels_are_checked() -> None:
+    assert check_key("order-1") == "order-1"
+    for bad in ["", "x" * 256, "nul\x00", None]:
+        with pytest.raises(cf.InvalidName, match="idempotency key"):
+            check_key(bad)
+    assert check_labels({"tenant": "acme", "team/x": ""}) == {"tenant": "acme", "team/x": ""}
+    with pytest.raises(cf.InvalidName, match="invalid label key 'Bad Key'"):
+        check_labels({"Bad Key": "v"})
+    with pytest.raises(cf.InvalidName, match="label value is a str"):
+        check_labels({"n": 1})  # type: ignore[dict-item]
+    with pytest.raises(cf.InvalidName, match="at most 32 labels"):
+        check_labels({f"k{i}": "v" for i in range(33)})
+
+
+@pytest.mark.parametrize("bad", ['cf"; DROP TABLE x; --', "UPPER", "1abc", "a" * 49, "", "a-b"])
+def test_sql_identifiers_are_validated(bad: str) -> None:
+    with pytest.raises(cf.InvalidName, match="invalid table prefix"):
+        check_sql_identifier("table prefix", bad, r"[a-z_][a-z0-9_]{0,47}", 48)
+
+
+def test_every_capability_is_documented_in_one_line() -> None:
+    assert len(cf.Cap) == 61
+    for cap in cf.Cap:
+        assert cap.value == cap.name.lower()
+        assert cap.doc and "\n" not in cap.doc and cap.doc.endswith(".")
+    assert cf.Cap("sleep") is cf.Cap.SLEEP
+    assert isinstance(cf.Cap.SLEEP, str)
+
+
+def test_error_hierarchy() -> None:
+    for error in [
+        cf.Permanent,
+        cf.DuplicateRun,
+        cf.Unsupported,
+        cf.Abandoned,
+        cf.LeaseLost,
+        cf.Unavailable,
+        cf.SchemaNotReady,
+        cf.PayloadTooLarge,
+        cf.StepTimeout,
+        cf.Cancelled,
+        cf.Snooze,
+        cf.RunNotFound,
+        cf.UnknownWorkflow,
+        cf.InvalidName,
+        cf.WaitTimeout,
+        cf.RunFailed,
+    ]:
+        assert issubclass(error, cf.CairnError)
+    assert issubclass(cf.InvalidName, ValueError)
+    assert issubclass(cf.StepTimeout, TimeoutError)
+    assert "SLEEP" in str(cf.Unsupported(cf.Cap.SLEEP, "a sleep step"))
+
+
+def test_status_finished() -> None:
+    assert {s for s in cf.Status if s.finished} == {"succeeded", "failed", "cancelled", "discarded"}
+    assert {s for s in cf.StepStatus if s.finished} == {"succeeded", "failed", "cancelled"}
