@@ -19,7 +19,7 @@ nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests"]
 
 CORE = "./core"
-DRIVERS: dict[str, str] = {}
+DRIVERS = {"sqlite": "./drivers/sqlite"}
 CONFORMANCE = "./conformance"
 TEST_DEPS = ["pytest>=8", "pytest-xdist>=3.5", "pytest-timeout>=2.3"]
 DEMO_DB = ROOT / ".cairnflow-demo" / "demo.db"
@@ -39,12 +39,9 @@ def _install_all(session: nox.Session, *extra: str) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     """Run the demo on a SQLite file (run it twice: the second run reads the first back)."""
-    session.install(*_editable(CORE, *DRIVERS.values()))
-    url = "memory://"
-    if "sqlite" in DRIVERS:
-        DEMO_DB.parent.mkdir(exist_ok=True)
-        url = f"sqlite:///{DEMO_DB}"
-    session.run("cairn", "demo", "--db", url, *session.posargs)
+    session.install(*_editable(CORE, DRIVERS["sqlite"]))
+    DEMO_DB.parent.mkdir(exist_ok=True)
+    session.run("cairn", "demo", "--db", f"sqlite:///{DEMO_DB}", *session.posargs)
 
 
 @nox.session
@@ -69,3 +66,4 @@ def tests(session: nox.Session) -> None:
     session.run("mypy", "--strict", "core/src", *[f"{p}/src" for p in DRIVERS.values()])
     pytest = ["pytest", "-p", "no:cacheprovider", *session.posargs]
     session.run(*pytest, "core/tests")
+    session.run(*pytest, "drivers/sqlite/tests")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import signal
 import sys
 import threading
@@ -142,6 +143,12 @@ def _load_app(spec: str) -> list[Workflow]:
 @click.option("--lease", default=30.0, show_default=True)
 @click.option("--max-reclaims", default=5, show_default=True)
 @click.option("--node-id", default=None)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
 @store_option
 def worker(
     url: str,
@@ -151,9 +158,13 @@ def worker(
     lease: float,
     max_reclaims: int,
     node_id: str | None,
+    log_level: str,
     pairs: tuple[str, ...],
 ) -> None:
     """Run workflows from --app on URL until SIGINT or SIGTERM."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     workflows = _load_app(app)
     store = _open(url, pairs)
     client = Client(

@@ -1,0 +1,143 @@
+"""What differs between SQL engines, and nothing else.
+
+:class:`~cairnflow.sql.SQLStore` is one DB-API 2.0 implementation of the Store
+SPI written in portable SQL with ``?`` placeholders. A :class:`Dialect` says
+how one engine differs: its placeholder style, identifier quoting, how a
+transaction begins, how rows are locked, how a claim is made, which errors
+mean what, and how migrations are serialised across processes. A third party
+adds an engine (CockroachDB, DuckDB, ...) by writing a dialect, a way to get
+connections and its migration files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ._errors import ErrorClass, default_classifier
+from ._tables import Tables
+
+__all__ = ["ClaimPlan", "ClaimedRow", "Connections", "Cursor", "Dialect", "Statement"]
+
+Cursor = Any
+"""A DB-API 2.0 cursor."""
+
+ClaimedRow = tuple[Any, ...]
+"""``(id, run_id, name, kind, attempt, failures, reclaims, parents)`` of a claimed step."""
+
+Statement = tuple[str, tuple[Any, ...]]
+"""Portable SQL (``?`` placeholders) and its parameters."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    """One claim, as statements a dialect chooses from (all in portable SQL)."""
+
+    update_returning: Statement
+    """``UPDATE steps SET <claimed> WHERE id IN (SELECT ... <skip_locked>) RETURNING ...``."""
+    select_ready: Statement
+    """``SELECT id FROM steps WHERE <ready> ORDER BY ... LIMIT n <skip_locked>``."""
+    mark_claimed: Callable[[Sequence[str]], Statement]
+    """``UPDATE steps SET <claimed> WHERE id IN (ids) AND status = 'ready'``."""
+    claimed_rows: Callable[[Sequence[str]], Statement]
+    """``SELECT <claimed columns> FROM steps WHERE id IN (ids)``."""
+
+
+class Connections(Protocol):
+    """Where a SQL store gets DB-API connections: usually a pool.
+
+    ``connection()`` lends one connection for the ``with`` block, exclusively,
+    with no transaction open; it takes the connection back afterwards (and
+    discards it if it broke). ``close()`` releases what the pool opened.
+    """
+
+    def connection(self) -> contextlib.AbstractContextManager[Any]:
+        """Lend a connection for one ``with`` block."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection this pool opened."""
+        ...
+
+
+class Dialect:
+    """The portable defaults; each engine's dialect overrides what differs."""
+
+    name = "generic"
+    paramstyle: Literal["qmark", "format"] = "qmark"
+    quote_char = '"'
+    for_update = " FOR UPDATE"
+    """Appended to a SELECT that locks the rows it reads; "" where the engine has one writer."""
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    """Appended to the claim's SELECT: lock the rows, skip those another claim holds."""
+
+    def quote(self, identifier: str) -> str:
+        """Quote an identifier that was already validated."""
+        q = self.quote_char
+        return f"{q}{identifier.replace(q, q + q)}{q}"
+
+    @functools.lru_cache(maxsize=512)  # noqa: B019 - dialects live as long as the process
+    def sql(self, text: str) -> str:
+        """Turn portable SQL with ``?`` placeholders into this driver's paramstyle."""
+        if self.paramstyle == "qmark":
+            return text
+        return text.replace("%", "%%").replace("?", "%s")
+
+    def begin(self, cursor: Cursor, *, write: bool) -> None:
+        """Open a transaction on ``cursor``'s connection (default: the driver opens one itself)."""
+
+    def classify(self, error: BaseException) -> ErrorClass:
+        """Sort a database error (see :func:`~cairnflow.sql.default_classifier`)."""
+        return default_classifier(error)
+
+    def claim(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
+        """Lease the steps ``plan`` describes in the open transaction; return their rows.
+
+        The default is one conditional ``UPDATE ... WHERE id IN (SELECT ... LIMIT n
+        [FOR UPDATE SKIP LOCKED]) RETURNING ...`` (Postgres, SQLite). An engine
+        without ``UPDATE ... RETURNING`` selects the ids with a locking read and
+        updates them by primary key in the same transaction (see
+        :meth:`claim_in_three_statements`).
+        """
+        sql, params = plan.update_returning
+        cursor.execute(self.sql(sql), params)
+        return list(cursor.fetchall())
+
+    def claim_in_three_statements(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
+        """Claim with a locking SELECT, an UPDATE by primary key, and a SELECT of the rows."""
+        sql, params = plan.select_ready
+        cursor.execute(self.sql(sql), params)
+        ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return []
+        sql, params = plan.mark_claimed(ids)
+        cursor.execute(self.sql(sql), params)
+        sql, params = plan.claimed_rows(ids)
+        cursor.execute(self.sql(sql), params)
+        return list(cursor.fetchall())
+
+    @contextlib.contextmanager
+    def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
+        """Hold a lock, across processes, for the whole of a migration (default: none).
+
+        ``key`` names the namespace. Engines whose DDL is transactional may lock
+        per file in :meth:`begin_migration` instead.
+        """
+        yield
+
+    def prepare_namespace(self, cursor: Cursor, tables: Tables) -> None:
+        """Create what must exist before the ledger (a Postgres schema); default nothing."""
+
+    def begin_migration(self, cursor: Cursor) -> None:
+        """Open the transaction one migration file runs in."""
+        self.begin(cursor, write=True)
+
+    def server_version(self, cursor: Cursor) -> str | None:
+        """The server's name and version, for reports (None when unknown)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"

@@ -1,0 +1,96 @@
+"""Sorting database errors: who won a race, what to retry, what is an outage.
+
+The SQL layer's correctness guards are unique indexes (an idempotency key held
+twice) and some transactions lose lock races, so every database error is
+sorted by an :data:`ErrorClassifier` into an :class:`ErrorClass`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["ErrorClass", "ErrorClassifier", "default_classifier"]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorClass:
+    """What an error means to the SQL layer. The zero value, "neither", is the safe answer.
+
+    ``unique_violation``: a unique constraint refused the write ("someone else
+    won the race"). ``retryable``: a deadlock, serialization failure or busy
+    database; the whole transaction runs again. ``unavailable``: the server
+    cannot be reached; raised as :class:`cairnflow.Unavailable`.
+    """
+
+    unique_violation: bool = False
+    retryable: bool = False
+    unavailable: bool = False
+
+
+ErrorClassifier = Callable[[BaseException], ErrorClass]
+"""Sorts an exception raised by a DB-API driver. Custom classifiers usually
+check their own error forms and fall back to :func:`default_classifier`."""
+
+NEITHER = ErrorClass()
+
+# PostgreSQL SQLSTATEs (psycopg puts them on ``exc.sqlstate``).
+_PG_UNIQUE = frozenset({"23505"})
+_PG_RETRYABLE = frozenset({"40001", "40P01", "55P03"})
+_PG_UNAVAILABLE_EXACT = frozenset({"57P01", "57P02", "57P03"})
+
+# MySQL / MariaDB error codes (PyMySQL puts them in ``exc.args[0]``).
+_MY_UNIQUE = frozenset({1062})
+_MY_RETRYABLE = frozenset({1205, 1213})
+_MY_UNAVAILABLE = frozenset({1040, 1053, 2002, 2003, 2006, 2013, 2055})
+
+
+def _sqlite(exc: sqlite3.Error) -> ErrorClass:
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError) and "UNIQUE constraint failed" in text:
+        return ErrorClass(unique_violation=True)
+    code = getattr(exc, "sqlite_errorname", "") or ""
+    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
+        return ErrorClass(retryable=True)
+    if "database table is locked" in text:
+        return ErrorClass(retryable=True)
+    return NEITHER
+
+
+def default_classifier(exc: BaseException) -> ErrorClass:
+    """Knows the errors of sqlite3, psycopg (by SQLSTATE) and PyMySQL (by error code).
+
+    It recognises the drivers by the shape of their exceptions, so the core
+    imports none of them. Connection errors of any driver (``OSError``,
+    ``ConnectionError``) are unavailable.
+    """
+    if isinstance(exc, sqlite3.Error):
+        return _sqlite(exc)
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        if sqlstate in _PG_UNIQUE:
+            return ErrorClass(unique_violation=True)
+        if sqlstate in _PG_RETRYABLE:
+            return ErrorClass(retryable=True)
+        if sqlstate.startswith("08") or sqlstate in _PG_UNAVAILABLE_EXACT:
+            return ErrorClass(unavailable=True)
+        return NEITHER
+    module = type(exc).__module__
+    if module.startswith("psycopg") and type(exc).__name__ == "OperationalError":
+        # psycopg raises OperationalError without a SQLSTATE for a lost connection.
+        return ErrorClass(unavailable=True)
+    if module.startswith("pymysql"):
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        if code in _MY_UNIQUE:
+            return ErrorClass(unique_violation=True)
+        if code in _MY_RETRYABLE:
+            return ErrorClass(retryable=True)
+        if code in _MY_UNAVAILABLE or type(exc).__name__ == "InterfaceError":
+            return ErrorClass(unavailable=True)
+        return NEITHER
+    if isinstance(exc, ConnectionError | TimeoutError) or (
+        isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError | PermissionError)
+    ):
+        return ErrorClass(unavailable=True)
+    return NEITHER

@@ -1,0 +1,75 @@
+"""Table names: a validated prefix (and schema), quoted by the dialect.
+
+Identifiers from configuration are never trusted: the prefix must match
+``^[a-z_][a-z0-9_]{0,47}$`` and a schema ``^[a-z_][a-z0-9_]{0,62}$``, and both
+are quoted as well. Two prefixes share nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._names import check_sql_identifier
+
+__all__ = ["PREFIX_PATTERN", "SCHEMA_PATTERN", "TABLES", "Tables"]
+
+PREFIX_PATTERN = r"[a-z_][a-z0-9_]{0,47}"
+SCHEMA_PATTERN = r"[a-z_][a-z0-9_]{0,62}"
+TABLES = ("runs", "steps", "signals", "migrations")
+"""Every table of the schema, without prefix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """The quoted, qualified names of one namespace's tables."""
+
+    prefix: str
+    schema: str | None
+    runs: str
+    steps: str
+    signals: str
+    migrations: str
+    qualifier: str
+    """The quoted schema and a dot, or nothing: what precedes a table name."""
+
+    @classmethod
+    def build(cls, prefix: str, schema: str | None, quote: Callable[[str], str]) -> Tables:
+        """Validate ``prefix`` and ``schema`` and quote every table name with ``quote``."""
+        check_sql_identifier("table prefix", prefix, PREFIX_PATTERN, 48)
+        if schema is not None:
+            check_sql_identifier("schema", schema, SCHEMA_PATTERN, 63)
+        qualifier = f"{quote(schema)}." if schema is not None else ""
+
+        def name(table: str) -> str:
+            return f"{qualifier}{quote(prefix + table)}"
+
+        return cls(
+            prefix=prefix,
+            schema=schema,
+            runs=name("runs"),
+            steps=name("steps"),
+            signals=name("signals"),
+            migrations=name("migrations"),
+            qualifier=qualifier,
+        )
+
+    def template(self) -> dict[str, str]:
+        """The placeholders of query and migration templates.
+
+        ``{runs}``, ``{steps}``, ``{signals}``, ``{migrations}``: qualified, quoted
+        table names; ``{p}``: the raw (validated) prefix, for index names;
+        ``{schema}``: the quoted schema and a dot, or nothing.
+        """
+        return {
+            "runs": self.runs,
+            "steps": self.steps,
+            "signals": self.signals,
+            "migrations": self.migrations,
+            "p": self.prefix,
+            "schema": self.qualifier,
+        }
+
+    def unqualified(self, table: str) -> str:
+        """The bare name of ``table`` in this namespace (``cf_runs``), for catalog lookups."""
+        return self.prefix + table

@@ -1,0 +1,162 @@
+"""The shared SQL layer's pure parts: statement splitting, names, migrations files, the pool."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cairnflow as cf
+from cairnflow.sql import (
+    Dialect,
+    ErrorClass,
+    Migration,
+    QueuePool,
+    Tables,
+    default_classifier,
+    load_migrations,
+    split_statements,
+)
+
+
+def test_split_statements_respects_quotes_and_comments() -> None:
+    sql = """
+    -- a comment; with a semicolon
+    CREATE TABLE a (x TEXT DEFAULT 'semi;colon');
+    /* block; comment */
+    INSERT INTO a VALUES ("q;uoted");
+    ;
+    SELECT 1
+    """
+    assert split_statements(sql) == [
+        "-- a comment; with a semicolon\n    CREATE TABLE a (x TEXT DEFAULT 'semi;colon')",
+        '/* block; comment */\n    INSERT INTO a VALUES ("q;uoted")',
+        "SELECT 1",
+    ]
+
+
+def test_tables_are_validated_and_quoted() -> None:
+    dialect = Dialect()
+    tables = Tables.build("app_", None, dialect.quote)
+    assert (tables.runs, tables.steps, tables.migrations) == (
+        '"app_runs"',
+        '"app_steps"',
+        '"app_migrations"',
+    )
+    with_schema = Tables.build("cf_", "jobs", dialect.quote)
+    assert with_schema.runs == '"jobs"."cf_runs"'
+    for bad in ['x"; drop', "Upper_", "9x"]:
+        with pytest.raises(cf.InvalidName):
+            Tables.build(bad, None, dialect.quote)
+    with pytest.raises(cf.InvalidName, match="invalid schema"):
+        Tables.build("cf_", 'public"; --', dialect.quote)
+
+
+def test_format_paramstyle_escapes_percent_signs() -> None:
+    class Format(Dialect):
+        paramstyle = "format"
+
+    assert (
+        Format().sql("SELECT '100%' WHERE a = ? AND b = ?")
+        == "SELECT '100%%' WHERE a = %s AND b = %s"
+    )
+    assert Dialect().sql("a = ?") == "a = ?"
+
+
+def test_migrations_must_be_numbered_without_gaps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "fake_driver"
+    (package / "migrations").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "migrations" / "001_init.sql").write_text("CREATE TABLE {runs} (x INTEGER);")
+    (package / "migrations" / "003_later.sql").write_text("SELECT 1;")
+    (package / "migrations" / "notes.txt").write_text("ignored")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(cf.CairnError, match="found 003_later where 002 was expected"):
+        load_migrations("fake_driver")
+    (package / "migrations" / "003_later.sql").rename(package / "migrations" / "002_later.sql")
+    found = load_migrations("fake_driver")
+    assert [m.label for m in found] == ["001_init", "002_later"]
+    tables = Tables.build("x_", None, Dialect().quote)
+    assert found[0].statements(tables) == ['CREATE TABLE "x_runs" (x INTEGER)']
+    assert found[0].checksum == Migration(1, "init", "CREATE TABLE {runs} (x INTEGER);").checksum
+
+
+def test_default_classifier_knows_sqlite_errors(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "c.db")
+    conn.execute("CREATE TABLE t (k TEXT UNIQUE)")
+    conn.execute("INSERT INTO t VALUES ('a')")
+    with pytest.raises(sqlite3.IntegrityError) as unique:
+        conn.execute("INSERT INTO t VALUES ('a')")
+    assert default_classifier(unique.value) == ErrorClass(unique_violation=True)
+    assert default_classifier(sqlite3.OperationalError("database is locked")).retryable
+    assert default_classifier(ConnectionResetError()).unavailable
+    assert default_classifier(ValueError("x")) == ErrorClass()
+    with pytest.raises(sqlite3.OperationalError) as missing:
+        conn.execute("SELECT * FROM nope")
+    assert default_classifier(missing.value) == ErrorClass()
+
+
+class FakeConnection:
+    """A stand-in DB-API connection that only records being closed."""
+
+    opened = 0
+
+    def __init__(self) -> None:
+        FakeConnection.opened += 1
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_pool_lends_each_connection_to_one_block_and_discards_broken_ones() -> None:
+    pool = QueuePool(
+        FakeConnection, max_size=2, timeout=0.2, broken=lambda e: isinstance(e, ConnectionError)
+    )
+    with pool.connection() as a, pool.connection() as b:
+        assert a is not b
+        with (
+            pytest.raises(cf.Unavailable, match=r"no connection free after 0\.2s"),
+            pool.connection(),
+        ):
+            pass
+    with pool.connection() as again:
+        assert again in (a, b)
+    with pytest.raises(ConnectionError), pool.connection() as doomed:
+        raise ConnectionError("server went away")
+    assert doomed.closed
+    with pool.connection() as fresh:
+        assert fresh is not doomed
+    pool.close()
+    with pytest.raises(cf.Unavailable, match="closed"), pool.connection():
+        pass
+
+
+def test_pool_waiters_get_a_connection_when_one_returns() -> None:
+    pool = QueuePool(FakeConnection, max_size=1, timeout=5)
+    got: list[Any] = []
+    with pool.connection() as held:
+        waiter = threading.Thread(target=lambda: got.append(pool.connection().__enter__()))
+        waiter.start()
+        waiter.join(0.1)
+        assert not got
+    waiter.join(5)
+    assert got == [held]
+
+
+def test_pool_replaces_a_connection_that_fails_its_check() -> None:
+    def check(conn: FakeConnection) -> None:
+        if conn.closed:
+            raise ConnectionError("dead")
+
+    pool = QueuePool(FakeConnection, max_size=1, check=check)
+    with pool.connection() as first:
+        pass
+    first.close()  # the server dropped it while it was idle
+    with pool.connection() as second:
+        assert second is not first

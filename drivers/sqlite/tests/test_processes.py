@@ -1,0 +1,188 @@
+"""Many processes on one SQLite file: concurrent migrations, and a worker killed midway.
+
+Workers are real processes running ``cairn worker``. Outcome writes are
+audited by a trigger in the database itself: every transition of a step into
+``succeeded`` inserts a row, so an outcome written twice would show up as two
+rows for one step, whatever the final state looks like.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import cairnflow as cf
+from cairnflow.testing import wait_until
+from cairnflow_sqlite import SQLiteStore
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+APP = """
+import time
+import cairnflow as cf
+
+chain = cf.Workflow("chain")
+
+@chain.step
+def first(ctx, n):
+    time.sleep(0.002)  # long enough that a killed worker dies holding steps
+    return {"n": n, "first": ctx.node_id}
+
+@chain.step(after=[first])
+def second(ctx, data):
+    time.sleep(0.002)
+    return {**data, "second": ctx.node_id}
+
+@chain.step(after=[second])
+def third(ctx, data):
+    time.sleep(0.002)
+    return {**data, "third": ctx.node_id}
+"""
+
+AUDIT = """
+CREATE TABLE audit_succeeded (step_id TEXT NOT NULL, node TEXT, at INTEGER);
+CREATE TRIGGER audit_step_succeeded AFTER UPDATE OF status ON cf_steps
+WHEN NEW.status = 'succeeded' AND OLD.status <> 'succeeded'
+BEGIN
+    INSERT INTO audit_succeeded VALUES (NEW.id, NEW.node, NEW.finished_at);
+END;
+"""
+
+
+def count(db: Path, sql: str) -> int:
+    with sqlite3.connect(db, timeout=30) as conn:
+        return int(conn.execute(sql).fetchone()[0])
+
+
+def start_worker(db: Path, app_dir: Path, node: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(app_dir)}
+    command = [
+        sys.executable,
+        "-m",
+        "cairnflow",
+        "worker",
+        f"sqlite:///{db}",
+        "--app",
+        "chain_app:chain",
+        "--workers",
+        "2",
+        "--lease",
+        "2",
+        "--poll-interval",
+        "0.2",
+        "--node-id",
+        node,
+        "--log-level",
+        "WARNING",
+    ]
+    return subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def test_four_worker_processes_one_killed_midway(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    (tmp_path / "chain_app.py").write_text(textwrap.dedent(APP))
+    store = SQLiteStore(db)
+    store.migrate()
+    with sqlite3.connect(db) as conn:
+        conn.executescript(AUDIT)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import chain_app  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(tmp_path))
+    enqueuer = cf.Client(store)
+    enqueuer.register(chain_app.chain)
+    for batch in range(4):
+        enqueuer.enqueue_many(cf.Job("chain", batch * 500 + i) for i in range(500))
+    total_runs = 2000
+
+    logs = {f"w{i}": tmp_path / f"w{i}.log" for i in range(5)}
+    workers = {
+        name: start_worker(db, tmp_path, name, logs[name]) for name in ("w0", "w1", "w2", "w3")
+    }
+    try:
+        wait_until(
+            lambda: (
+                count(db, "SELECT COUNT(*) FROM cf_runs WHERE state = 'succeeded'")
+                >= total_runs // 2
+            ),
+            timeout=240,
+            what="half of the runs",
+        )
+        workers["w0"].send_signal(signal.SIGKILL)  # dies holding leases, mid-step
+        assert workers["w0"].wait(10) == -signal.SIGKILL
+        workers["w4"] = start_worker(db, tmp_path, "w4", logs["w4"])
+        wait_until(
+            lambda: count(db, "SELECT COUNT(*) FROM cf_runs WHERE state <> 'active'") == total_runs,
+            timeout=240,
+            what="every run to finish",
+        )
+    finally:
+        for process in workers.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in workers.values():
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    assert count(db, "SELECT COUNT(*) FROM cf_runs WHERE state = 'succeeded'") == total_runs
+    assert count(db, "SELECT COUNT(*) FROM cf_steps WHERE status = 'succeeded'") == 3 * total_runs
+    # Every step's outcome was written exactly once, by the database's own account.
+    assert count(db, "SELECT COUNT(*) FROM audit_succeeded") == 3 * total_runs
+    assert count(db, "SELECT COUNT(DISTINCT step_id) FROM audit_succeeded") == 3 * total_runs
+    # The kill really cost leases: steps were taken over from the dead worker.
+    assert count(db, "SELECT COUNT(*) FROM cf_steps WHERE reclaims > 0") >= 1
+    # Each stored output was written by the node recorded on the step.
+    mismatched = count(
+        db,
+        "SELECT COUNT(*) FROM cf_steps WHERE json_extract(output, '$.' || name) <> node",
+    )
+    assert mismatched == 0
+    # Every worker did work, the replacement included, and no SQLITE_BUSY surfaced.
+    with sqlite3.connect(db) as conn:
+        nodes = {node for (node,) in conn.execute("SELECT DISTINCT node FROM cf_steps")}
+    assert nodes >= {"w1", "w2", "w3", "w4"}
+    for name, log in logs.items():
+        text = log.read_text(errors="replace")
+        assert "database is locked" not in text, name
+        assert "SQLITE_BUSY" not in text, name
+        assert "Traceback" not in text, (name, text[-2000:])
+
+
+MIGRATOR = """
+import sys, time
+from cairnflow_sqlite import SQLiteStore
+start_at = float(sys.argv[2])
+time.sleep(max(0.0, start_at - time.time()))
+print(",".join(SQLiteStore(sys.argv[1]).migrate()) or "-")
+"""
+
+
+def test_eight_processes_migrating_at_once_apply_each_version_once(tmp_path: Path) -> None:
+    db = tmp_path / "race.db"
+    start_at = time.time() + 2.0  # every process starts migrating at the same instant
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", MIGRATOR, str(db), str(start_at)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(8)
+    ]
+    outputs = [process.communicate(timeout=60) for process in processes]
+    assert [p.returncode for p in processes] == [0] * 8, [err.decode() for _, err in outputs]
+    applied = [out.decode().strip() for out, _ in outputs]
+    assert sorted(applied) == ["-"] * 7 + ["001_init"]  # exactly one process applied it
+    assert count(db, "SELECT COUNT(*) FROM cf_migrations") == 1
+    assert count(db, "SELECT COUNT(*) FROM cf_migrations WHERE version = 1") == 1
+    SQLiteStore(db).check_schema()

@@ -1,0 +1,241 @@
+"""The SQLite store: URLs, namespaces, schema checks, migrations, bad input that writes nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cairnflow as cf
+from cairnflow.sql import split_statements
+from cairnflow_sqlite import SQLiteStore
+
+
+def simple() -> cf.Workflow:
+    wf = cf.Workflow("simple")
+    wf.step(lambda ctx, d: {"got": d}, name="one")
+    wf.step(lambda ctx, d: d, name="two", after=["one"])
+    return wf
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "cairn.db"
+
+
+def run_one(store: SQLiteStore, payload: Any = 1) -> cf.RunInfo:
+    store.migrate()
+    with cf.Client(store, poll_interval=0.05) as client:
+        client.register(simple())
+        return client.wait(client.enqueue("simple", payload), timeout=10)
+
+
+def raw(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_open_store_by_url(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = cf.open_store(f"sqlite:///{db}", table_prefix="app_", busy_timeout="2.5")
+    assert isinstance(store, SQLiteStore)
+    assert store.path == str(db)
+    assert store.tables.runs == '"app_runs"'
+    assert store.describe().durable
+    monkeypatch.chdir(tmp_path)
+    relative = cf.open_store("sqlite:///rel.db")
+    assert relative.path == str(tmp_path / "rel.db")
+    memory = cf.open_store("sqlite:///:memory:")
+    assert not memory.describe().durable
+    assert cf.Cap.DURABLE not in memory.capabilities
+    assert cf.Cap.MULTI_PROCESS not in memory.capabilities
+    with pytest.raises(cf.CairnError, match=r"sqlite:///relative\.db or sqlite:////absolute\.db"):
+        cf.open_store("sqlite://relative.db")
+
+
+@pytest.mark.parametrize(
+    "prefix", ['cf"; DROP TABLE cf_runs; --', "CF_", "1cf", "a" * 49, "", "cf-", "cf runs"]
+)
+def test_hostile_prefixes_are_refused(db: Path, prefix: str) -> None:
+    with pytest.raises(cf.InvalidName, match="invalid table prefix"):
+        SQLiteStore(db, table_prefix=prefix)
+    assert not db.exists()
+
+
+def test_start_on_a_database_never_migrated_names_the_table(db: Path) -> None:
+    store = SQLiteStore(db)
+    client = cf.Client(store)
+    client.register(simple())
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"table cf_migrations is not readable .*run store\.migrate\(\)"
+    ):
+        client.start()
+    assert not client.running
+
+
+def test_a_newer_schema_is_refused_with_both_versions(db: Path) -> None:
+    store = SQLiteStore(db)
+    store.migrate()
+    raw(db, "INSERT INTO cf_migrations VALUES (99, 'future', 'x', 0)")
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 1"):
+        store.check_schema()
+
+
+def test_a_missing_table_is_named(db: Path) -> None:
+    store = SQLiteStore(db)
+    store.migrate()
+    raw(db, "DROP TABLE cf_signals")
+    with pytest.raises(cf.SchemaNotReady, match="table cf_signals is not readable"):
+        store.check_schema()
+
+
+def test_an_applied_migration_that_changed_is_refused(db: Path) -> None:
+    store = SQLiteStore(db)
+    store.migrate()
+    raw(db, "UPDATE cf_migrations SET checksum = 'tampered' WHERE version = 1")
+    with pytest.raises(
+        cf.CairnError, match=r"001_init was applied .* an applied migration must never change"
+    ):
+        SQLiteStore(db).migrate()
+
+
+def test_migrate_is_idempotent_and_recorded(db: Path) -> None:
+    store = SQLiteStore(db)
+    assert store.migrate() == ["001_init"]
+    assert store.migrate() == []
+    rows = raw(db, "SELECT version, name, length(checksum) FROM cf_migrations")
+    assert rows == [(1, "init", 64)]
+
+
+def test_migration_scripts_let_a_dba_migrate_by_hand(db: Path) -> None:
+    store = SQLiteStore(db, table_prefix="dba_")
+    with sqlite3.connect(db) as conn:
+        for _label, script in store.migration_scripts():
+            for statement in split_statements(script):
+                conn.execute(statement)
+    store.check_schema()
+    assert run_one(store).status is cf.Status.SUCCEEDED
+
+
+def test_two_prefixes_share_nothing(db: Path) -> None:
+    first, second = SQLiteStore(db, table_prefix="a_"), SQLiteStore(db, table_prefix="b_")
+    first.migrate()
+    second.migrate()
+    info = run_one(first)
+    assert second.get_run(info.id) is None
+    assert cf.Client(second).runs().runs == ()
+
+
+def test_outcomes_survive_a_new_store_object(db: Path) -> None:
+    info = run_one(SQLiteStore(db), {"order": "A-1"})
+    reopened = cf.Client(SQLiteStore(db))
+    again = reopened.info(info.ref)
+    assert again.status is cf.Status.SUCCEEDED
+    assert again.result == {"got": {"order": "A-1"}}
+    assert again.steps["one"].node == info.steps["one"].node
+
+
+def test_times_are_integer_nanoseconds(db: Path) -> None:
+    before = time.time_ns()
+    run_one(SQLiteStore(db))
+    after = time.time_ns()
+    ((created, finished, kind_c, kind_f),) = raw(
+        db, "SELECT created_at, finished_at, typeof(created_at), typeof(finished_at) FROM cf_runs"
+    )
+    assert (kind_c, kind_f) == ("integer", "integer")
+    assert before <= created <= finished <= after
+
+
+def test_a_bad_id_generator_writes_nothing(db: Path) -> None:
+    calls: list[str] = []
+
+    def generator(kind: str) -> str:
+        calls.append(kind)
+        return "has a space" if kind == "step" else f"{kind}_ok{len(calls)}"
+
+    store = SQLiteStore(db, id_generator=generator)  # type: ignore[arg-type]
+    store.migrate()
+    client = cf.Client(store)
+    client.register(simple())
+    with pytest.raises(
+        cf.InvalidName, match="the id generator returned 'has a space' for kind 'step'"
+    ):
+        client.enqueue("simple", 1)
+    assert raw(db, "SELECT COUNT(*) FROM cf_runs") == [(0,)]
+    assert raw(db, "SELECT COUNT(*) FROM cf_steps") == [(0,)]
+
+
+def test_custom_ids_are_used(db: Path) -> None:
+    counter = iter(range(1000))
+    store = SQLiteStore(db, id_generator=lambda kind: f"{kind}-{next(counter):04d}")
+    store.migrate()
+    info = run_one(store)
+    assert info.id == "run-0000"
+
+
+def test_oversized_and_unencodable_payloads_write_nothing(db: Path) -> None:
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store, payload_limit=1024)
+    client.register(simple())
+    with pytest.raises(cf.PayloadTooLarge):
+        client.enqueue("simple", "x" * 2000)
+    with pytest.raises(TypeError):
+        client.enqueue("simple", object())
+    with pytest.raises(cf.UnknownWorkflow):
+        client.enqueue("other", 1)
+    assert raw(db, "SELECT COUNT(*) FROM cf_runs") == [(0,)]
+
+
+def test_duplicate_key_names_the_holder(db: Path) -> None:
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(simple())
+    first = client.enqueue("simple", 1, key="k-1")
+    with pytest.raises(cf.DuplicateRun, match=first.id):
+        client.enqueue("simple", 2, key="k-1")
+    with pytest.raises(cf.DuplicateRun, match=first.id):
+        client.enqueue_many([cf.Job("simple", 3, key="k-2"), cf.Job("simple", 4, key="k-1")])
+    assert raw(db, "SELECT COUNT(*) FROM cf_runs") == [(1,)]
+    assert raw(db, "SELECT active_key FROM cf_runs") == [("k-1",)]
+
+
+def test_an_unknown_cursor_is_refused(db: Path) -> None:
+    store = SQLiteStore(db)
+    store.migrate()
+    with pytest.raises(cf.CairnError, match="invalid run cursor"):
+        cf.Client(store).runs(cursor="nope")
+
+
+def test_a_database_busy_beyond_the_timeout_is_retried_not_raised(db: Path) -> None:
+    store = SQLiteStore(db, busy_timeout=0.05)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(simple())
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock...
+    released = threading.Timer(0.12, holder.commit)  # ...for longer than busy_timeout
+    released.start()
+    try:
+        ref = client.enqueue("simple", 1)
+    finally:
+        released.join()
+        holder.close()
+    assert client.info(ref).status is cf.Status.QUEUED
+
+
+def test_the_claim_uses_the_ready_index(db: Path) -> None:
+    store = SQLiteStore(db)
+    store.migrate()
+    plan = raw(
+        db,
+        "EXPLAIN QUERY PLAN SELECT id FROM cf_steps WHERE status = 'ready' AND due_at <= 1 "
+        "AND workflow IN ('a') ORDER BY priority DESC, due_at, id LIMIT 5",
+    )
+    detail = " ".join(str(row[-1]) for row in plan)
+    assert "cf_steps_ready" in detail
+    assert "TEMP B-TREE" not in detail  # the index gives the order: no sort
