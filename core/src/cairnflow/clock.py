@@ -12,13 +12,14 @@ Every time is an integer of Unix nanoseconds.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "Fake", "Real", "from_ns", "to_ns"]
+__all__ = ["Clock", "DatabaseClock", "Fake", "Real", "from_ns", "to_ns"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -88,6 +89,62 @@ class Fake:
 
     def __repr__(self) -> str:
         return f"clock.Fake({from_ns(self.now_ns()).isoformat()})"
+
+
+class DatabaseClock:
+    """The database server's clock as the one "now" of every node.
+
+    ``read`` returns the server's time in Unix nanoseconds. It is read at
+    construction (which fails when it cannot) and again every ``resync``
+    seconds; in between the clock advances on this process's monotonic clock,
+    so a wall-clock jump on a node moves nothing. A failed resync keeps the
+    last reading and is tried again at the next call.
+    """
+
+    def __init__(self, read: Callable[[], int], resync: float = 60.0) -> None:
+        if resync <= 0:
+            resync = 60.0
+        self._read = read
+        self._resync_ns = int(resync * 1_000_000_000)
+        self._lock = threading.Lock()
+        self._base_db = 0
+        self._base_mono = 0
+        self.uncertainty_ns = 0
+        """Half the round trip of the last reading: how far off it may be."""
+        self.offset_ns = 0
+        """How far the database's clock was ahead of this machine's at the last reading."""
+        self.sync()
+
+    def sync(self) -> None:
+        """Read the database's clock now."""
+        before = time.monotonic_ns()
+        wall_before = time.time_ns()
+        database = int(self._read())
+        after = time.monotonic_ns()
+        wall_after = time.time_ns()
+        with self._lock:
+            self._base_mono = (before + after) // 2
+            self._base_db = database
+            self.uncertainty_ns = (after - before) // 2
+            self.offset_ns = database - (wall_before + wall_after) // 2
+
+    def now_ns(self) -> int:
+        """The database's time now: the last reading advanced on the monotonic clock."""
+        mono = time.monotonic_ns()
+        with self._lock:
+            stale = mono - self._base_mono >= self._resync_ns
+        if stale:
+            try:
+                self.sync()
+            except Exception:
+                logging.getLogger("cairnflow").warning(
+                    "database clock resync failed", exc_info=True
+                )
+        with self._lock:
+            return self._base_db + (time.monotonic_ns() - self._base_mono)
+
+    def __repr__(self) -> str:
+        return f"clock.DatabaseClock(offset={self.offset_ns / 1e6:.3f}ms)"
 
 
 def to_ns(moment: datetime) -> int:

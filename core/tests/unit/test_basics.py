@@ -170,3 +170,40 @@ def test_error_hierarchy() -> None:
 def test_status_finished() -> None:
     assert {s for s in cf.Status if s.finished} == {"succeeded", "failed", "cancelled", "discarded"}
     assert {s for s in cf.StepStatus if s.finished} == {"succeeded", "failed", "cancelled"}
+
+
+def test_database_clock_reads_then_advances_on_the_monotonic_clock() -> None:
+    readings = iter([5_000_000_000_000, 9_000_000_000_000])
+    calls: list[int] = []
+
+    def read() -> int:
+        value = next(readings)
+        calls.append(value)
+        return value
+
+    clock = cf.clock.DatabaseClock(read, resync=3600)
+    first = clock.now_ns()
+    second = clock.now_ns()
+    assert 5_000_000_000_000 <= first <= second < 5_000_000_000_000 + 10**9
+    assert calls == [5_000_000_000_000]  # read once: no resync within the hour
+    clock.sync()
+    assert clock.now_ns() >= 9_000_000_000_000
+    assert clock.uncertainty_ns >= 0
+
+
+def test_database_clock_keeps_its_reading_when_a_resync_fails() -> None:
+    state = {"fail": False}
+
+    def read() -> int:
+        if state["fail"]:
+            raise ConnectionError("database went away")
+        return 1_000
+
+    clock = cf.clock.DatabaseClock(read, resync=1e-9)  # every call resyncs
+    state["fail"] = True
+    assert clock.now_ns() >= 1_000
+
+
+def test_database_clock_needs_its_capability() -> None:
+    with pytest.raises(cf.Unsupported, match="DATABASE_CLOCK"):
+        cf.Client(cf.MemoryStore(), database_clock=True)

@@ -26,7 +26,7 @@ from .._errors import (
 )
 from .._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind
 from .._names import check_key, check_labels, check_name
-from ..clock import Clock, Real
+from ..clock import Clock, DatabaseClock, Real
 from ..codec import Codec, JSONCodec
 from ..drivers import check_spi_version
 from ..notify import Notifier
@@ -112,7 +112,10 @@ class Client:
     shared by the cluster). ``jitter`` draws backoff jitter in [0, 1).
     ``payload_limit`` refuses larger encoded payloads before any write.
     ``lease_skew`` makes this client wait that much longer past a lease's end
-    before taking the step over. ``interrupt=False`` stops the client from
+    before taking the step over. ``database_clock=True`` (or a resync period
+    in seconds) makes the database server's clock the one "now" for due times
+    and leases (``Cap.DATABASE_CLOCK``), read now and every minute and advanced
+    on the local monotonic clock in between. ``interrupt=False`` stops the client from
     raising :class:`~cairnflow.StepTimeout` (and friends) inside sync steps
     that must stop; they then only see ``ctx.cancelled``.
 
@@ -138,6 +141,7 @@ class Client:
         lease_skew: float = 0.0,
         fetch_batch: int = 100,
         interrupt: bool = True,
+        database_clock: bool | float = False,
         logger: logging.Logger | None = None,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
@@ -170,6 +174,20 @@ class Client:
             fetch_batch=fetch_batch,
             interrupt=interrupt,
         )
+        if database_clock is not False:
+            if Cap.DATABASE_CLOCK not in store.capabilities:
+                raise Unsupported(Cap.DATABASE_CLOCK, "Client(database_clock=...)")
+            if clock is not None or lease_clock is not None:
+                raise ValueError(
+                    "database_clock replaces clock and lease_clock: give one or the other"
+                )
+            resync = 60.0 if database_clock is True else float(database_clock)
+            read_now = getattr(store, "database_now", None)
+            if not callable(read_now):
+                raise TypeError(
+                    f"{type(store).__qualname__} declares DATABASE_CLOCK but has no database_now()"
+                )
+            clock = lease_clock = DatabaseClock(read_now, resync)
         chosen: Notifier | None
         if notifier is False:
             chosen = None

@@ -73,6 +73,8 @@ class Dialect:
     """Appended to a SELECT that locks the rows it reads; "" where the engine has one writer."""
     skip_locked = " FOR UPDATE SKIP LOCKED"
     """Appended to the claim's SELECT: lock the rows, skip those another claim holds."""
+    now_sql: str | None = None
+    """A SELECT of the server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``); None: none."""
 
     def quote(self, identifier: str) -> str:
         """Quote an identifier that was already validated."""

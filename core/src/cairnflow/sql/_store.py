@@ -897,6 +897,13 @@ class SQLStore:
         cursor = str(int(page[-1][0])) if len(matched) > query.limit and page else None
         return RunPage(runs, cursor)
 
+    def database_now(self) -> int:
+        """The server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``)."""
+        if self.dialect.now_sql is None:
+            raise CairnError(f"the {self.dialect.name} dialect cannot read the server's clock")
+        rows = self._fetch(self.dialect.now_sql)
+        return int(rows[0][0])
+
     def table_names(self) -> list[str]:
         """The bare names of this namespace's tables."""
         return [self.tables.unqualified(t) for t in TABLES]

@@ -26,6 +26,10 @@ Conventions every implementation follows:
 * Idempotency keys are unique per workflow among **unfinished** runs; the key
   is released in the transaction that finishes the run.
 * Lease tokens are 128 random bits, written fresh by every claim.
+
+Optional operations, present only on stores declaring their capability:
+``database_now() -> int`` (``Cap.DATABASE_CLOCK``: the server's time in Unix
+nanoseconds).
 """
 
 from __future__ import annotations
