@@ -45,6 +45,13 @@ def demo(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the raw SQL loop of each engine (``-- --engine X --quick --json F``)."""
+    session.install(*_editable(CORE, *DRIVERS.values()))
+    session.run("python", "bench/run.py", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint and import order."""
     session.install("ruff>=0.5")

@@ -296,6 +296,7 @@ class Client:
             self._pool = WorkerPool(state, self._runner)
             self._keeper = LeaseKeeper(state, self._runner)
             self._dispatcher = Dispatcher(state, self._runner, self._pool)
+            state.submit = self._pool.submit  # type: ignore[method-assign]
             self._started = True
             state.running = True
             self._pool.start()

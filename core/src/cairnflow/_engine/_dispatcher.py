@@ -15,7 +15,6 @@ from __future__ import annotations
 import queue
 import threading
 
-from ..store import ClaimRequest
 from ._attempt import RunningAttempt, monotonic
 from ._runner import StepRunner
 from ._state import EngineState
@@ -121,38 +120,19 @@ class Dispatcher:
     def _claim(self) -> None:
         state = self._state
         while not state.stopping.is_set():
-            with state.lock:
-                if not state.want_claim:
-                    return
-                idle = state.settings.workers - state.in_flight
-                # Cleared before the claim: a wake-up during it sets it again.
-                state.want_claim = False
-            if idle <= 0:
-                with state.lock:
-                    state.want_claim = True  # claim again when a slot frees
+            request = state.plan_claim()
+            if request is None:
                 return
             started = monotonic()
-            request = ClaimRequest(
-                workflows=state.workflow_names,
-                limit=idle,
-                now=state.now(),
-                lease_until=state.lease_until(),
-                node_id=state.settings.node_id,
-            )
             try:
                 claimed = state.store.claim(request)
             except Exception:
+                state.request_claim()
                 state.log.warning("claim failed; retrying at the next poll", exc_info=True)
                 return
-            interrupt = state.settings.interrupt
-            attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
-            state.track(attempts)
-            for attempt in attempts:
-                self._pool.submit(attempt)
-            if len(claimed) < idle:
+            state.accept(claimed, request, started)
+            if len(claimed) < request.limit:
                 return
-            with state.lock:
-                state.want_claim = True  # the claim came back full: there may be more
 
     def _housekeeping(self, now: int) -> None:
         state = self._state

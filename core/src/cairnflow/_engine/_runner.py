@@ -40,6 +40,7 @@ from ..store import (
 )
 from ..workflow import Sleep, Step, Wait
 from ._attempt import End, RunningAttempt, monotonic
+from ._commit import GroupCommit
 from ._state import EngineState
 
 __all__ = ["StepRunner"]
@@ -69,6 +70,9 @@ class StepRunner:
     def __init__(self, state: EngineState) -> None:
         self._state = state
         self._loops = threading.local()
+        self._commit = GroupCommit(
+            state.store, state.now, plan_claim=state.plan_claim, accept=state.accept
+        )
 
     # -- the whole attempt -------------------------------------------------------------------
     def run(self, attempt: RunningAttempt) -> None:
@@ -87,7 +91,7 @@ class StepRunner:
         """Write ``outcome`` through the fenced ``finish`` and react to what it did."""
         state = self._state
         try:
-            result = state.store.finish(claimed.token, outcome, state.now())
+            result = self._commit.finish(claimed.token, outcome)
         except Exception:
             # Nothing was written; the lease runs out and another attempt follows.
             state.log.exception(

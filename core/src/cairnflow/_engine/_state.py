@@ -14,7 +14,7 @@ from ..clock import Clock
 from ..codec import Codec
 from ..notify import Notifier
 from ..retry import JitterSource
-from ..store import Store
+from ..store import ClaimedAttempt, ClaimRequest, Store
 from ..workflow import Workflow
 from ._attempt import RunningAttempt
 
@@ -160,6 +160,45 @@ class EngineState:
         """A snapshot of the attempts this client holds."""
         with self.lock:
             return list(self.held.values())
+
+    # -- claiming -----------------------------------------------------------------------------
+    def plan_claim(self, freed: int = 0) -> ClaimRequest | None:
+        """A claim for the idle slots (plus ``freed`` slots about to free), or None.
+
+        None when nothing suggests there is work (no wake-up since the last
+        claim came back short) or no slot is free. The flag is cleared here; a
+        wake-up during the claim sets it again, so none is lost.
+        """
+        with self.lock:
+            if not self.want_claim or self.stopping.is_set():
+                return None
+            limit = self.settings.workers - self.in_flight + freed
+            if limit <= 0:
+                return None  # want_claim stays set: the next freed slot claims
+            self.want_claim = False
+        return ClaimRequest(
+            workflows=self.workflow_names,
+            limit=limit,
+            now=self.now(),
+            lease_until=self.lease_until(),
+            node_id=self.settings.node_id,
+        )
+
+    def accept(self, claimed: list[ClaimedAttempt], request: ClaimRequest, started: float) -> None:
+        """Hold and hand to the workers what a claim returned; claim again if it came back full."""
+        interrupt = self.settings.interrupt
+        attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
+        self.track(attempts)
+        submit = self.submit
+        for attempt in attempts:
+            submit(attempt)
+        if len(claimed) >= request.limit:
+            self.request_claim()  # full: there may be more
+            self.wake_event.set()
+
+    def submit(self, attempt: RunningAttempt) -> None:
+        """Hand an attempt to a worker (set by the client once the pool exists)."""
+        raise RuntimeError("the client has not started")
 
     # -- wake-ups ---------------------------------------------------------------------------
     def request_claim(self) -> None:

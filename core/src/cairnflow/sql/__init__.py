@@ -11,7 +11,7 @@ from ._errors import ErrorClass, ErrorClassifier, default_classifier
 from ._migrations import Migration, load_migrations, split_statements
 from ._pool import QueuePool
 from ._queries import Queries
-from ._store import SQL_CAPABILITIES, SQLStore
+from ._store import SQL_CAPABILITIES, SQLStore, StoreStats
 from ._tables import PREFIX_PATTERN, SCHEMA_PATTERN, TABLES, Tables
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "QueuePool",
     "SQLStore",
     "Statement",
+    "StoreStats",
     "Tables",
     "default_classifier",
     "load_migrations",

@@ -88,6 +88,14 @@ class Dialect:
             return text
         return text.replace("%", "%%").replace("?", "%s")
 
+    def transaction_scope(self, *, write: bool) -> contextlib.AbstractContextManager[object]:
+        """Held around a whole transaction, from begin to commit (default: nothing).
+
+        An engine with a single writer can serialise this process's writers
+        here, so they queue on a lock instead of spinning in the database.
+        """
+        return contextlib.nullcontext()
+
     def begin(self, cursor: Cursor, *, write: bool) -> None:
         """Open a transaction on ``cursor``'s connection (default: the driver opens one itself)."""
 

@@ -118,6 +118,7 @@ class Queries:
 
         # -- outcomes (the run row is locked first, always: one lock order, no deadlock) ----------
         self.step_of = f"SELECT run_id, children FROM {t['steps']} WHERE id = ?"
+        self._steps_of = f"SELECT id, run_id, children FROM {t['steps']} WHERE id IN ({{ids}})"
         self.lock_run = f"SELECT state, steps_left FROM {t['runs']} WHERE id = ?{lock}"
         self.succeed = f"""
             UPDATE {t["steps"]}
@@ -164,6 +165,10 @@ class Queries:
             UPDATE {t["steps"]} SET status = 'ready', due_at = ?
             WHERE run_id = ? AND name IN ({{names}}) AND parents_left = 0 AND status = 'blocked'"""
         self.count_step_done = f"UPDATE {t['runs']} SET steps_left = steps_left - 1 WHERE id = ?"
+        self.run_succeeded = f"""
+            UPDATE {t["runs"]}
+            SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL
+            WHERE id = ? AND state = 'active'"""
         self.end_run = f"""
             UPDATE {t["runs"]}
             SET state = ?, finished_at = ?, error = ?, active_key = NULL
@@ -254,6 +259,10 @@ class Queries:
             mark_claimed=mark_claimed,
             claimed_rows=claimed_rows,
         )
+
+    def steps_of(self, step_ids: Sequence[str]) -> Statement:
+        """Run and children of each step."""
+        return self._steps_of.format(ids=marks(len(step_ids))), tuple(step_ids)
 
     def holder_of_key(self, workflow: str, keys: Sequence[str]) -> Statement:
         """Which run holds which of ``keys``."""

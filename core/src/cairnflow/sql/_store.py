@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -64,7 +65,7 @@ from ._migrations import Migration
 from ._queries import Queries
 from ._tables import TABLES, Tables
 
-__all__ = ["SQL_CAPABILITIES", "SQLStore"]
+__all__ = ["SQL_CAPABILITIES", "SQLStore", "StoreStats"]
 
 T = TypeVar("T")
 log = logging.getLogger("cairnflow.sql")
@@ -95,6 +96,32 @@ SQL_CAPABILITIES = frozenset(
 
 _SECRET = 32  # hex characters of a lease secret
 _CHUNK = 200  # values per IN list
+
+
+class StoreStats:
+    """Counts of what a SQL store sent to its database (for benchmarks and tuning)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.transactions = 0
+        self.statements = 0
+        self.retries = 0
+
+    def count(self, *, transactions: int = 0, statements: int = 0, retries: int = 0) -> None:
+        """Add to the counters."""
+        with self._lock:
+            self.transactions += transactions
+            self.statements += statements
+            self.retries += retries
+
+    def snapshot(self) -> dict[str, int]:
+        """The counters now."""
+        with self._lock:
+            return {
+                "transactions": self.transactions,
+                "statements": self.statements,
+                "retries": self.retries,
+            }
 
 
 class _UniqueViolation(Exception):
@@ -175,6 +202,8 @@ class SQLStore:
         self._classify = error_classifier or dialect.classify
         self._tx_attempts = tx_attempts
         self._notifier = notifier
+        self.stats = StoreStats()
+        """Transactions, statements and retries sent so far."""
         where = f"{schema}." if schema else ""
         self._channel = f"cairnflow_{dialect.name}_{where}{table_prefix}"
 
@@ -198,6 +227,7 @@ class SQLStore:
 
     # -- transactions ----------------------------------------------------------------
     def _execute(self, cursor: Cursor, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        self.stats.count(statements=1)
         cursor.execute(self.dialect.sql(sql), tuple(params))
         return cursor
 
@@ -207,7 +237,11 @@ class SQLStore:
             return self._in_application_transaction(work, tx)
         for attempt in range(1, self._tx_attempts + 1):
             committing = False
-            with self._connections.connection() as conn:
+            self.stats.count(transactions=1, retries=1 if attempt > 1 else 0)
+            with (
+                self.dialect.transaction_scope(write=write),
+                self._connections.connection() as conn,
+            ):
                 cursor = conn.cursor()
                 try:
                     self.dialect.begin(cursor, write=write)
@@ -455,6 +489,7 @@ class SQLStore:
         q = self._queries
 
         def work(cur: Cursor) -> list[str]:
+            self.stats.count(statements=2)
             cur.executemany(self.dialect.sql(q.insert_run), run_rows)
             cur.executemany(self.dialect.sql(q.insert_step), step_rows)
             return run_ids
@@ -485,6 +520,12 @@ class SQLStore:
         """Lease the most urgent due, ready steps (see the dialect for how)."""
         if request.limit <= 0 or not request.workflows:
             return []
+        return self._transaction(lambda cur: self._claim_in(cur, request))
+
+    def _claim_in(self, cur: Cursor, request: ClaimRequest) -> list[ClaimedAttempt]:
+        """The claim, inside an open transaction."""
+        if request.limit <= 0 or not request.workflows:
+            return []
         secret = ids.new_token()
         q = self._queries
         plan = q.claim_plan(
@@ -494,59 +535,55 @@ class SQLStore:
             limit=request.limit,
             claimed=(secret, request.lease_until, request.node_id, request.now),
         )
-
-        def work(cur: Cursor) -> list[ClaimedAttempt]:
-            rows = self.dialect.claim(cur, plan)
-            if not rows:
-                return []
-            steps = [
-                (
-                    _text(r[0]),
-                    _text(r[1]),
-                    _text(r[2]),
-                    _text(r[3]),
-                    int(r[4]),
-                    int(r[5]),
-                    int(r[6]),
-                    json.loads(r[7]),
-                )
-                for r in rows
-            ]
-            run_ids = sorted({s[1] for s in steps})
-            runs: dict[str, tuple[Any, ...]] = {}
+        rows = self.dialect.claim(_CountingCursor(cur, self.stats), plan)
+        if not rows:
+            return []
+        steps = [
+            (
+                _text(r[0]),
+                _text(r[1]),
+                _text(r[2]),
+                _text(r[3]),
+                int(r[4]),
+                int(r[5]),
+                int(r[6]),
+                json.loads(r[7]),
+            )
+            for r in rows
+        ]
+        run_ids = sorted({s[1] for s in steps})
+        runs: dict[str, tuple[Any, ...]] = {}
+        for chunk in _chunks(run_ids):
+            sql, params = q.claim_runs(chunk)
+            for row in self._execute(cur, sql, params).fetchall():
+                runs[_text(row[0])] = row
+        names = sorted({p for s in steps for p in s[7]})
+        outputs: dict[tuple[str, str], bytes] = {}
+        if names:
             for chunk in _chunks(run_ids):
-                sql, params = q.claim_runs(chunk)
-                for row in self._execute(cur, sql, params).fetchall():
-                    runs[_text(row[0])] = row
-            names = sorted({p for s in steps for p in s[7]})
-            outputs: dict[tuple[str, str], bytes] = {}
-            if names:
-                for chunk in _chunks(run_ids):
-                    sql, params = q.claim_inputs(chunk, names)
-                    for run_id, name, output in self._execute(cur, sql, params).fetchall():
-                        outputs[(_text(run_id), _text(name))] = _bytes(output) or b""
-            claimed = []
-            for step_id, run_id, name, kind, attempt, failures, reclaims, parents in steps:
-                run = runs[run_id]
-                claimed.append(
-                    ClaimedAttempt(
-                        token=_token(step_id, secret),
-                        run_id=run_id,
-                        workflow=_text(run[1]),
-                        queue=_text(run[2]),
-                        step=name,
-                        kind=StepKind(kind),
-                        attempt=attempt,
-                        failures=failures,
-                        reclaims=reclaims,
-                        payload=_bytes(run[3]) or b"",
-                        inputs={p: outputs.get((run_id, p), b"") for p in parents},
-                        labels=json.loads(run[4]),
-                    )
+                sql, params = q.claim_inputs(chunk, names)
+                for run_id, name, output in self._execute(cur, sql, params).fetchall():
+                    outputs[(_text(run_id), _text(name))] = _bytes(output) or b""
+        claimed = []
+        for step_id, run_id, name, kind, attempt, failures, reclaims, parents in steps:
+            run = runs[run_id]
+            claimed.append(
+                ClaimedAttempt(
+                    token=_token(step_id, secret),
+                    run_id=run_id,
+                    workflow=_text(run[1]),
+                    queue=_text(run[2]),
+                    step=name,
+                    kind=StepKind(kind),
+                    attempt=attempt,
+                    failures=failures,
+                    reclaims=reclaims,
+                    payload=_bytes(run[3]) or b"",
+                    inputs={p: outputs.get((run_id, p), b"") for p in parents},
+                    labels=json.loads(run[4]),
                 )
-            return claimed
-
-        return self._transaction(work)
+            )
+        return claimed
 
     def renew(self, tokens: Collection[str], lease_until: int) -> RenewResult:
         """Extend the leases still held; report the lost and the cancelled."""
@@ -662,58 +699,108 @@ class SQLStore:
     # -- outcomes ----------------------------------------------------------------------------------
     def finish(self, token: str, outcome: Outcome, now: int) -> FinishResult:
         """Apply ``outcome`` to the attempt ``token`` holds, or change nothing."""
-        parsed = _split_token(token)
-        if parsed is None:
-            return FinishResult(AttemptState.LOST)
-        step_id, secret = parsed
-        q = self._queries
+        return self.finish_many([(token, outcome)], now)[0]
 
-        def work(cur: Cursor) -> FinishResult:
-            row = self._execute(cur, q.step_of, (step_id,)).fetchone()
-            if row is None:
-                return FinishResult(AttemptState.LOST)
-            run_id, children = _text(row[0]), json.loads(row[1])
-            locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
-            steps_left = int(locked[1]) if locked is not None else 0
+    def finish_many(self, items: Sequence[tuple[str, Outcome]], now: int) -> list[FinishResult]:
+        """Apply several outcomes in one transaction, each fenced by its own token.
 
-            def fenced(sql: str, *values: Any) -> bool:
-                return bool(self._execute(cur, sql, (*values, step_id, secret)).rowcount == 1)
+        The runs are locked in the order of their ids, so two batches that
+        share runs lock them in the same order and cannot deadlock.
+        """
+        return self.finish_and_claim(items, now, None)[0]
 
-            if isinstance(outcome, Succeeded):
-                if not fenced(q.succeed, outcome.output, now):
-                    return FinishResult(self._attempt_state(cur, step_id, secret))
-                return self._succeeded(cur, run_id, children, steps_left, now)
-            if isinstance(outcome, Failed):
-                error = outcome.error.to_json()
-                if outcome.retry_at is not None:
-                    if not fenced(q.retry, outcome.retry_at, error):
-                        return FinishResult(self._attempt_state(cur, step_id, secret))
-                    return FinishResult(AttemptState.HELD, ready=1)
-                if not fenced(q.fail, error, now):
-                    return FinishResult(self._attempt_state(cur, step_id, secret))
-                self._end_run(cur, run_id, Status.FAILED.value, error, now)
-                return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
-            if isinstance(outcome, Snoozed):
-                if not fenced(q.snooze, outcome.until):
-                    return FinishResult(self._attempt_state(cur, step_id, secret))
-                return FinishResult(AttemptState.HELD, ready=1)
-            if isinstance(outcome, SleepUntil):
-                if not fenced(q.sleep, outcome.until, outcome.output):
-                    return FinishResult(self._attempt_state(cur, step_id, secret))
-                return FinishResult(AttemptState.HELD)
-            if isinstance(outcome, WaitFor):
-                stored = self._execute(cur, q.oldest_signal, (run_id, outcome.signal)).fetchone()
-                if stored is not None:
-                    if not fenced(q.succeed, _bytes(stored[1]), now):
-                        return FinishResult(self._attempt_state(cur, step_id, secret))
-                    self._execute(cur, q.consume_signal, (stored[0],))
-                    return self._succeeded(cur, run_id, children, steps_left, now)
-                if not fenced(q.wait, outcome.deadline, outcome.signal):
-                    return FinishResult(self._attempt_state(cur, step_id, secret))
-                return FinishResult(AttemptState.HELD)
-            raise TypeError(f"unknown outcome {outcome!r}")
+    def finish_and_claim(
+        self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
+    ) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+        """:meth:`finish_many`, then :meth:`claim` for the slots it freed, in one transaction."""
+        if not items and claim is None:
+            return [], []
+
+        def work(cur: Cursor) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+            results = self._finish_in(cur, items, now)
+            return results, (self._claim_in(cur, claim) if claim is not None else [])
 
         return self._transaction(work)
+
+    def _finish_in(
+        self, cur: Cursor, items: Sequence[tuple[str, Outcome]], now: int
+    ) -> list[FinishResult]:
+        results: list[FinishResult] = [FinishResult(AttemptState.LOST)] * len(items)
+        parsed: list[tuple[int, str, str]] = []
+        for index, (token, _outcome) in enumerate(items):
+            split = _split_token(token)
+            if split is not None:
+                parsed.append((index, *split))
+        if not parsed:
+            return results
+        q = self._queries
+        found: dict[str, tuple[str, list[str]]] = {}
+        for chunk in _chunks(sorted({step_id for _, step_id, _ in parsed})):
+            sql, params = q.steps_of(chunk)
+            for step_id, run_id, children in self._execute(cur, sql, params).fetchall():
+                found[_text(step_id)] = (_text(run_id), json.loads(children))
+        order = sorted(parsed, key=lambda p: (found.get(p[1], ("", []))[0], p[1]))
+        for index, step_id, secret in order:
+            if step_id in found:
+                run_id, children = found[step_id]
+                outcome = items[index][1]
+                results[index] = self._apply(cur, step_id, secret, run_id, children, outcome, now)
+        return results
+
+    def _apply(
+        self,
+        cur: Cursor,
+        step_id: str,
+        secret: str,
+        run_id: str,
+        children: Sequence[str],
+        outcome: Outcome,
+        now: int,
+    ) -> FinishResult:
+        """One fenced outcome inside an open transaction (the run row is locked first)."""
+        q = self._queries
+        locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
+        steps_left = int(locked[1]) if locked is not None else 0
+
+        def fenced(sql: str, *values: Any) -> bool:
+            return bool(self._execute(cur, sql, (*values, step_id, secret)).rowcount == 1)
+
+        def lost() -> FinishResult:
+            return FinishResult(self._attempt_state(cur, step_id, secret))
+
+        if isinstance(outcome, Succeeded):
+            if not fenced(q.succeed, outcome.output, now):
+                return lost()
+            return self._succeeded(cur, run_id, children, steps_left, now)
+        if isinstance(outcome, Failed):
+            error = outcome.error.to_json()
+            if outcome.retry_at is not None:
+                if not fenced(q.retry, outcome.retry_at, error):
+                    return lost()
+                return FinishResult(AttemptState.HELD, ready=1)
+            if not fenced(q.fail, error, now):
+                return lost()
+            self._end_run(cur, run_id, Status.FAILED.value, error, now)
+            return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
+        if isinstance(outcome, Snoozed):
+            if not fenced(q.snooze, outcome.until):
+                return lost()
+            return FinishResult(AttemptState.HELD, ready=1)
+        if isinstance(outcome, SleepUntil):
+            if not fenced(q.sleep, outcome.until, outcome.output):
+                return lost()
+            return FinishResult(AttemptState.HELD)
+        if isinstance(outcome, WaitFor):
+            stored = self._execute(cur, q.oldest_signal, (run_id, outcome.signal)).fetchone()
+            if stored is not None:
+                if not fenced(q.succeed, _bytes(stored[1]), now):
+                    return lost()
+                self._execute(cur, q.consume_signal, (stored[0],))
+                return self._succeeded(cur, run_id, children, steps_left, now)
+            if not fenced(q.wait, outcome.deadline, outcome.signal):
+                return lost()
+            return FinishResult(AttemptState.HELD)
+        raise TypeError(f"unknown outcome {outcome!r}")
 
     def _succeeded(
         self, cur: Cursor, run_id: str, children: Sequence[str], steps_left: int, now: int
@@ -726,11 +813,13 @@ class SQLStore:
             self._execute(cur, sql, params)
             sql, params = q.ready_children(now, run_id, children)
             ready = int(self._execute(cur, sql, params).rowcount)
-        self._execute(cur, q.count_step_done, (run_id,))
-        if steps_left - 1 <= 0:
-            self._end_run(cur, run_id, Status.SUCCEEDED.value, None, now)
-            return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
-        return FinishResult(AttemptState.HELD, ready=ready)
+        if steps_left - 1 > 0:
+            self._execute(cur, q.count_step_done, (run_id,))
+            return FinishResult(AttemptState.HELD, ready=ready)
+        # The last step: every step succeeded, so there is nothing left to cancel.
+        self._execute(cur, q.run_succeeded, (now, run_id))
+        self._execute(cur, q.drop_signals, (run_id,))
+        return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
 
     def _end_run(self, cur: Cursor, run_id: str, state: str, error: str | None, now: int) -> None:
         """Finish the run (row locked), release its key, cancel its unfinished steps."""
@@ -931,6 +1020,21 @@ def _stored_step(row: Sequence[Any]) -> StoredStep:
         finished_at=None if row[14] is None else int(row[14]),
         heartbeat_at=None if row[15] is None else int(row[15]),
     )
+
+
+class _CountingCursor:
+    """A cursor that counts the statements a dialect runs on it."""
+
+    def __init__(self, cursor: Cursor, stats: StoreStats) -> None:
+        self._cursor = cursor
+        self._stats = stats
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        self._stats.count(statements=1)
+        return self._cursor.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
 
 
 def _rollback(conn: Any) -> None:

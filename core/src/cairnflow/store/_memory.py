@@ -128,7 +128,7 @@ class MemoryStore:
 
     def __init__(self, *, id_generator: ids.IdGenerator = ids.default_id_generator) -> None:
         self._id_generator = id_generator
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._runs: dict[str, _Run] = {}
         self._ready: dict[str, _Step] = {}
         self._running: dict[str, _Step] = {}
@@ -416,6 +416,11 @@ class MemoryStore:
                     self._timed[step.id] = step
                 return FinishResult(AttemptState.HELD)
             raise TypeError(f"unknown outcome {outcome!r}")
+
+    def finish_many(self, items: Sequence[tuple[str, Outcome]], now: int) -> list[FinishResult]:
+        """Apply several outcomes at once (each fenced by its own token)."""
+        with self._lock:
+            return [self.finish(token, outcome, now) for token, outcome in items]
 
     def advance_due(self, *, now: int, workflows: Collection[str], limit: int) -> AdvanceResult:
         """End due sleeps; fail waits past their deadline."""

@@ -27,9 +27,15 @@ Conventions every implementation follows:
   is released in the transaction that finishes the run.
 * Lease tokens are 128 random bits, written fresh by every claim.
 
-Optional operations, present only on stores declaring their capability:
-``database_now() -> int`` (``Cap.DATABASE_CLOCK``: the server's time in Unix
-nanoseconds).
+Optional operations:
+
+* ``finish_many(items: Sequence[tuple[str, Outcome]], now: int) -> list[FinishResult]``:
+  several :meth:`Store.finish` in one transaction, each fenced by its own
+  token, results in the order of ``items``. The engine uses it, when present,
+  to write the outcomes of attempts that end together in one transaction
+  (group commit).
+* ``database_now() -> int``, on stores declaring ``Cap.DATABASE_CLOCK``: the
+  server's time in Unix nanoseconds.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class SQLiteStore(SQLStore):
         shown = f"sqlite:///{self.path}"
         super().__init__(
             pool,
-            SQLiteDialect(),
+            SQLiteDialect(None if in_memory else self.path),
             load_migrations("cairnflow_sqlite"),
             info=StoreInfo(
                 driver="sqlite",

@@ -1,0 +1,325 @@
+"""The workloads W1 to W5. Every completion is counted from the store, never from counters
+of the harness, and a workload fails if any run it enqueued did not succeed."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import _apps
+from _engines import Engine
+from _engines import prefix as new_prefix
+
+import cairnflow as cf
+
+HERE = Path(__file__).parent
+NS = 1e9
+
+
+class CountingStore:
+    """Wraps a store and counts the SPI operations the engine calls (claims, finishes...)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if not callable(target) or name.startswith("_"):
+            return target
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return target(*args, **kwargs)
+
+        return counted
+
+
+def _finishes(calls: Counter[str] | dict[str, int]) -> int:
+    return sum(calls.get(name, 0) for name in ("finish", "finish_many", "finish_and_claim"))
+
+
+class Failed(Exception):
+    """A workload's runs did not all succeed."""
+
+
+def raw_one(engine: Engine, sql: str) -> tuple[Any, ...]:
+    conn = engine.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        row = tuple(cur.fetchone())
+        conn.commit()
+        return row
+    finally:
+        conn.close()
+
+
+def q(engine: Engine, table: str) -> str:
+    return f"`{table}`" if engine.name == "mariadb" else f'"{table}"'
+
+
+def verify(engine: Engine, prefix: str, runs: int) -> None:
+    """Fail unless exactly ``runs`` runs exist and every one succeeded (read from the store)."""
+    total, succeeded = raw_one(
+        engine,
+        f"SELECT COUNT(*), SUM(CASE WHEN state = 'succeeded' THEN 1 ELSE 0 END) "
+        f"FROM {q(engine, prefix + 'runs')}",
+    )
+    if int(total) != runs or int(succeeded or 0) != runs:
+        raise Failed(f"{engine.name}: {succeeded} of {total} runs succeeded, {runs} expected")
+
+
+def step_window(engine: Engine, prefix: str) -> tuple[int, float]:
+    """(succeeded steps, seconds from the first claim to the last completion), from the store."""
+    count, first, last = raw_one(
+        engine,
+        f"SELECT COUNT(*), MIN(started_at), MAX(finished_at) FROM {q(engine, prefix + 'steps')} "
+        f"WHERE status = 'succeeded'",
+    )
+    return int(count), (int(last) - int(first)) / NS
+
+
+def wait_for(engine: Engine, prefix: str, runs: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    table = q(engine, prefix + "runs")
+    while time.monotonic() < deadline:
+        (done,) = raw_one(engine, f"SELECT COUNT(*) FROM {table} WHERE state <> 'active'")
+        if int(done) >= runs:
+            return
+        time.sleep(0.2)
+    raise Failed(f"{engine.name}: runs did not finish within {timeout:g}s")
+
+
+@contextmanager
+def namespace(engine: Engine) -> Iterator[tuple[str, Any]]:
+    """A fresh, migrated namespace, dropped afterwards."""
+    prefix = new_prefix()
+    store = engine.make_store(prefix)
+    store.migrate()
+    try:
+        yield prefix, store
+    finally:
+        store.close()
+        engine.drop(prefix)
+
+
+@contextmanager
+def client_processes(
+    engine: Engine, prefix: str, count: int, **config: Any
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """``count`` worker processes (``_client_proc.py``), each started and ready."""
+    body = {"engine": engine.name, "prefix": prefix, "args": engine.worker_args, **config}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "_client_proc.py"), json.dumps(body)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            line = process.stdout.readline().strip()
+            if line != "ready":
+                raise Failed(f"a client process did not start: {line!r}")
+        yield processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def enqueue_all(store: Any, workflow: cf.Workflow, runs: int, payload: Any = None) -> None:
+    client = cf.Client(store)
+    client.register(workflow)
+    for start in range(0, runs, 1000):
+        client.enqueue_many(cf.Job(workflow.name, payload) for _ in range(min(1000, runs - start)))
+
+
+# -- W1 ----------------------------------------------------------------------------------------------
+def w1_enqueue(engine: Engine, *, single: int, batched: int) -> dict[str, Any]:
+    """Runs per second enqueued one per transaction, and with enqueue_many(1000)."""
+    with namespace(engine) as (prefix, store):
+        client = cf.Client(store)
+        client.register(_apps.noop())
+        started = time.perf_counter()
+        for i in range(single):
+            client.enqueue("noop", i)
+        one = single / (time.perf_counter() - started)
+        started = time.perf_counter()
+        for start in range(0, batched, 1000):
+            client.enqueue_many(cf.Job("noop", i) for i in range(start, min(start + 1000, batched)))
+        many = batched / (time.perf_counter() - started)
+        (count,) = raw_one(engine, f"SELECT COUNT(*) FROM {q(engine, prefix + 'runs')}")
+        if int(count) != single + batched:
+            raise Failed(f"{count} runs stored, {single + batched} enqueued")
+    return {"enqueue_single_per_s": one, "enqueue_many_per_s": many}
+
+
+# -- W2 ----------------------------------------------------------------------------------------------
+def w2_drain(engine: Engine, *, runs: int, clients: int, workers: int = 8) -> dict[str, Any]:
+    """Completed runs per second, first claim to last completion, from the store."""
+    with namespace(engine) as (prefix, store):
+        enqueue_all(store, _apps.noop(), runs)
+        if clients == 1:
+            counting = CountingStore(store)
+            with cf.Client(counting, workers=workers, poll_interval=0.5, lease=30) as client:
+                client.register(_apps.noop())
+                wait_for(engine, prefix, runs, timeout=600)
+            calls = dict(counting.calls)
+        else:
+            with client_processes(
+                engine, prefix, clients, workers=workers, poll=0.5, workflows=["noop"]
+            ):
+                wait_for(engine, prefix, runs, timeout=600)
+            calls = {}
+        verify(engine, prefix, runs)
+        steps, seconds = step_window(engine, prefix)
+    return {
+        "runs": runs,
+        "clients": clients,
+        "workers": workers,
+        "runs_per_s": steps / seconds,
+        "claim_calls_per_run": calls.get("claim", 0) / runs if calls else None,
+        "calls": calls,
+        "finish_calls_per_run": _finishes(calls) / runs if calls else None,
+    }
+
+
+# -- W3 ----------------------------------------------------------------------------------------------
+def w3_workflow(engine: Engine, *, runs: int, shape: str, workers: int = 8) -> dict[str, Any]:
+    """Steps per second of a 5-step chain or a 1 -> 4 -> 1 fan, and the cost of each step."""
+    workflow = _apps.chain5() if shape == "chain5" else _apps.fan()
+    with namespace(engine) as (prefix, store):
+        enqueue_all(store, workflow, runs, payload=1)
+        counting = CountingStore(store)
+        before = store.stats.snapshot()
+        with cf.Client(counting, workers=workers, poll_interval=0.5, lease=30) as client:
+            client.register(workflow)
+            wait_for(engine, prefix, runs, timeout=900)
+        after = store.stats.snapshot()
+        verify(engine, prefix, runs)
+        steps, seconds = step_window(engine, prefix)
+        claimed = counting.calls.get("claim", 0)
+        finished = _finishes(counting.calls)
+    return {
+        "shape": shape,
+        "runs": runs,
+        "steps": steps,
+        "steps_per_s": steps / seconds,
+        "claim_calls_per_step": claimed / steps,
+        "finish_calls_per_step": finished / steps,
+        "transactions_per_step": (after["transactions"] - before["transactions"]) / steps,
+        "statements_per_step": (after["statements"] - before["statements"]) / steps,
+    }
+
+
+# -- W4 ----------------------------------------------------------------------------------------------
+def w4_latency(
+    engine: Engine, *, samples: int, poll: float, notifier: bool, every: float = 0.02
+) -> dict[str, Any]:
+    """Enqueue on one client, step start on another with idle workers: p50/p95/p99 in ms."""
+    with namespace(engine) as (prefix, store):
+        with client_processes(
+            engine, prefix, 1, workers=8, poll=poll, workflows=["probe"], notifier=notifier
+        ):
+            time.sleep(max(0.5, poll))  # the worker's first poll and LISTEN are behind us
+            enqueuer = cf.Client(store, notifier=None if notifier else False)
+            enqueuer.register(_apps.probe())
+            sent: list[tuple[cf.RunRef, int]] = []
+            for _ in range(samples):
+                t0 = time.time_ns()
+                sent.append((enqueuer.enqueue("probe", None), t0))
+                time.sleep(every)
+            wait_for(engine, prefix, samples, timeout=120 + poll * 3)
+            latencies = []
+            for ref, t0 in sent:
+                info = enqueuer.info(ref)
+                latencies.append((int(info.result) - t0) / 1e6)
+        verify(engine, prefix, samples)
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, round(p / 100 * (len(latencies) - 1)))]
+
+    return {
+        "samples": samples,
+        "poll_interval_s": poll,
+        "notifier": notifier,
+        "p50_ms": pct(50),
+        "p95_ms": pct(95),
+        "p99_ms": pct(99),
+        "mean_ms": statistics.fmean(latencies),
+    }
+
+
+# -- W5 ----------------------------------------------------------------------------------------------
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def w5_footprint(engine: Engine, *, queued: int, idle_seconds: float) -> dict[str, Any]:
+    """Worker RSS and bytes per run with 0 and ``queued`` runs; statements/s of 16 idle workers."""
+    result: dict[str, Any] = {"queued": queued}
+    with namespace(engine) as (prefix, store):
+        empty = engine.table_bytes(prefix)
+        with client_processes(engine, prefix, 1, workers=16, poll=1.0, workflows=["noop"]) as procs:
+            time.sleep(3)
+            result["worker_rss_mb_empty"] = _rss_kb(procs[0].pid) / 1024
+        enqueue_all(store, _apps.noop(), queued)
+        full = engine.table_bytes(prefix)
+        result["bytes_per_queued_run"] = (full - empty) / queued
+        # The same worker process shape, started with the whole backlog in front of it.
+        with client_processes(engine, prefix, 1, workers=16, poll=1.0, workflows=["noop"]) as procs:
+            time.sleep(3)
+            result["worker_rss_mb_backlog"] = _rss_kb(procs[0].pid) / 1024
+        result["worker_rss_growth_mb"] = (
+            result["worker_rss_mb_backlog"] - result["worker_rss_mb_empty"]
+        )
+    with namespace(engine) as (prefix, _store):
+        with client_processes(
+            engine,
+            prefix,
+            1,
+            workers=16,
+            poll=1.0,
+            workflows=["noop"],
+            measure_idle=True,
+            seconds=idle_seconds,
+        ) as procs:
+            assert procs[0].stdout is not None
+            counts = json.loads(procs[0].stdout.readline())
+        result["idle_statements_per_s"] = counts["statements"] / idle_seconds
+        result["idle_transactions_per_s"] = counts["transactions"] / idle_seconds
+    return result
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import platform
+
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cairnflow": cf.__version__,
+    }

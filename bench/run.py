@@ -1,0 +1,201 @@
+"""cairnflow benchmarks: ``nox -s bench [-- --engine sqlite --quick --json out.json]``.
+
+Each workload prints one JSON line as it finishes; a table with every figure
+and its ratio to the raw SQL baseline (measured in the same run, on the same
+database) ends the output. The exit status is non-zero if any run of any
+workload did not succeed; speed never fails the run, it is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import _baseline
+import _engines
+import _workloads
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+
+FULL = {
+    "w1_single": 2000,
+    "w1_batched": 20000,
+    "w2": 20000,
+    "w3": 2000,
+    "w4": 200,
+    "w5": 100000,
+    "idle": 10.0,
+}
+QUICK = {
+    "w1_single": 200,
+    "w1_batched": 2000,
+    "w2": 1000,
+    "w3": 100,
+    "w4": 30,
+    "w5": 5000,
+    "idle": 3.0,
+}
+TARGETS = {
+    "sqlite": {"w2_ratio": 0.5},
+    "postgres": {"w2_ratio": 0.5},
+    "mariadb": {"w2_ratio": 0.4},
+}
+
+
+def emit(record: dict[str, Any], out: list[dict[str, Any]]) -> None:
+    out.append(record)
+    print(json.dumps(record), flush=True)
+
+
+def run_engine(
+    engine: _engines.Engine, sizes: dict[str, Any], quick: bool, out: list[dict[str, Any]]
+) -> None:
+    base = _baseline.measure(engine, _engines.prefix(), jobs=sizes["w2"], batch=8)
+    emit({"engine": engine.name, "workload": "baseline", **base}, out)
+    w1 = _workloads.w1_enqueue(engine, single=sizes["w1_single"], batched=sizes["w1_batched"])
+    w1["ratio_single"] = w1["enqueue_single_per_s"] / base["enqueue_single_per_s"]
+    w1["ratio_many"] = w1["enqueue_many_per_s"] / base["enqueue_batched_per_s"]
+    emit({"engine": engine.name, "workload": "W1 enqueue", **w1}, out)
+    for clients in (1, 2):
+        w2 = _workloads.w2_drain(engine, runs=sizes["w2"], clients=clients)
+        w2["ratio_to_batched_baseline"] = w2["runs_per_s"] / base["claim_complete_batched_per_s"]
+        emit({"engine": engine.name, "workload": f"W2 drain x{clients}", **w2}, out)
+    for shape in ("chain5", "fan"):
+        w3 = _workloads.w3_workflow(engine, runs=sizes["w3"], shape=shape)
+        emit({"engine": engine.name, "workload": f"W3 {shape}", **w3}, out)
+    modes = [(1.0, False), (0.1, False)]
+    if engine.name == "postgres":
+        modes.insert(0, (1.0, True))
+    for poll, notifier in modes:
+        w4 = _workloads.w4_latency(engine, samples=sizes["w4"], poll=poll, notifier=notifier)
+        emit({"engine": engine.name, "workload": "W4 latency", **w4}, out)
+    w5 = _workloads.w5_footprint(engine, queued=sizes["w5"], idle_seconds=sizes["idle"])
+    emit({"engine": engine.name, "workload": "W5 footprint", **w5}, out)
+
+
+def table(records: list[dict[str, Any]]) -> Table:
+    view = Table(
+        title="cairnflow benchmarks (ratios are to the raw SQL loop, same run, same database)"
+    )
+    for column in ("engine", "workload", "figure", "ratio / note"):
+        view.add_column(column)
+    for r in records:
+        engine, name = r.get("engine", ""), r.get("workload", "")
+        if name == "baseline":
+            view.add_row(
+                engine,
+                name,
+                f"claim+complete batched {r['claim_complete_batched_per_s']:.0f}/s, "
+                f"single {r['claim_complete_single_per_s']:.0f}/s",
+                f"batch {r['batch']:.0f}",
+            )
+        elif name == "W1 enqueue":
+            view.add_row(
+                engine,
+                name,
+                f"{r['enqueue_single_per_s']:.0f}/s single, {r['enqueue_many_per_s']:.0f}/s many",
+                f"{r['ratio_single']:.2f}x, {r['ratio_many']:.2f}x",
+            )
+        elif name.startswith("W2"):
+            target = TARGETS.get(engine, {}).get("w2_ratio")
+            met = (
+                ""
+                if target is None or r["clients"] != 1
+                else (
+                    " (target met)"
+                    if r["ratio_to_batched_baseline"] >= target
+                    else f" (target {target}x missed)"
+                )
+            )
+            view.add_row(
+                engine,
+                name,
+                f"{r['runs_per_s']:.0f} runs/s",
+                f"{r['ratio_to_batched_baseline']:.2f}x{met}",
+            )
+        elif name.startswith("W3"):
+            view.add_row(
+                engine,
+                name,
+                f"{r['steps_per_s']:.0f} steps/s",
+                f"{r['claim_calls_per_step']:.2f} claims, {r['finish_calls_per_step']:.2f} finishes, "
+                f"{r['transactions_per_step']:.2f} tx per step",
+            )
+        elif name.startswith("W4"):
+            mode = "notifier" if r["notifier"] else f"poll {r['poll_interval_s']:g}s"
+            view.add_row(
+                engine,
+                f"W4 latency ({mode})",
+                f"p50 {r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms",
+                f"{r['samples']} samples",
+            )
+        elif name.startswith("W5"):
+            view.add_row(
+                engine,
+                name,
+                f"RSS {r['worker_rss_mb_empty']:.1f} -> {r['worker_rss_mb_backlog']:.1f} MB; "
+                f"{r['bytes_per_queued_run']:.0f} B/run",
+                f"{r['idle_statements_per_s']:.1f} statements/s idle (16 workers)",
+            )
+        elif name == "skipped":
+            view.add_row(engine, "skipped", r["reason"], "")
+    return view
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--engine", action="append", choices=_engines.ENGINES, help="repeatable; default: all"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes: a smoke test that every workload completes",
+    )
+    parser.add_argument(
+        "--json", type=Path, help="write every record (and the machine) to this file"
+    )
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    records: list[dict[str, Any]] = []
+    emit(
+        {"workload": "machine", **_workloads.machine(), "quick": args.quick, "sizes": sizes},
+        records,
+    )
+    failed = False
+    workdir = Path(tempfile.mkdtemp(prefix="cairnbench-"))
+    for name in args.engine or list(_engines.ENGINES):
+        engine = _engines.load(name, workdir)
+        if isinstance(engine, str):
+            emit({"engine": name, "workload": "skipped", "reason": engine}, records)
+            continue
+        emit(
+            {"engine": name, "workload": "settings", "driver": engine.driver, **engine.settings},
+            records,
+        )
+        started = time.monotonic()
+        try:
+            run_engine(engine, sizes, args.quick, records)
+        except _workloads.Failed as error:
+            failed = True
+            emit({"engine": name, "workload": "FAILED", "reason": str(error)}, records)
+        console.print(f"[dim]{name}: {time.monotonic() - started:.0f}s[/dim]")
+    console.print(table(records))
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
