@@ -23,6 +23,8 @@ DEFAULT_BLOCKED = frozenset(
         "heartbeat",
         "record_progress",
         "finish",
+        "finish_many",
+        "finish_and_claim",
         "hand_back",
         "reclaim_expired",
         "advance_due",

@@ -100,6 +100,45 @@ def test_the_store_fences_a_late_outcome_even_when_the_holder_never_noticed(
     assert info.steps["work"].node == "rescuer"
 
 
+def test_an_outcome_stalled_on_its_way_to_the_store_is_fenced_out(
+    make_client: Any, store: MemoryStore, partitions: list[Partition]
+) -> None:
+    # The worst moment: the step has returned and its outcome is being
+    # written when the node stalls. Another node takes the step over; when the
+    # stalled write finally lands, its token no longer holds the step.
+    returned = threading.Event()
+    wf = cf.Workflow("late-write")
+
+    @wf.step
+    def work(ctx: cf.StepContext, data: Any) -> str:
+        if ctx.node_id == "stalled":
+            partition.cut()  # everything this node sends from now on hangs
+            returned.set()
+            return "written late"
+        return "written by the rescuer"
+
+    partition = Partition(store)
+    partitions.append(partition)
+    stalled = make_client(wf, on=partition, node_id="stalled", lease=0.5)
+    ref = stalled.enqueue("late-write")
+    assert returned.wait(5)
+    rescuer = make_client(wf, node_id="rescuer", lease=0.5)
+    assert rescuer.wait(ref, timeout=10).result == "written by the rescuer"
+    partition.heal()  # the stalled write goes through now...
+    wait_until(
+        lambda: (
+            "finish_many" in partition.calls
+            or "finish" in partition.calls
+            or "finish_and_claim" in partition.calls
+        ),
+        what="the late write",
+    )
+    time.sleep(0.2)
+    info = rescuer.info(ref)
+    assert info.result == "written by the rescuer"  # ...and changes nothing
+    assert info.steps["work"].node == "rescuer"
+
+
 def test_a_step_that_kills_its_workers_is_abandoned_after_max_reclaims(
     make_client: Any, store: MemoryStore, partitions: list[Partition]
 ) -> None:
