@@ -311,3 +311,34 @@ def test_claims_never_hand_one_attempt_to_two_workers(store: MemoryStore) -> Non
     for thread in threads:
         thread.join()
     assert len(tokens) == 300 == len(set(tokens))
+
+
+class Outage:
+    """A real store whose writes fail as unavailable for a while, like a database restart."""
+
+    def __init__(self, inner: Any, failures: int) -> None:
+        self._inner = inner
+        self.failures_left = failures
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if name not in {"finish", "finish_many"}:
+            return target
+
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            if self.failures_left > 0:
+                self.failures_left -= 1
+                raise cf.Unavailable("the server is restarting")
+            return target(*args, **kwargs)
+
+        return flaky
+
+
+def test_an_outcome_is_written_after_a_short_outage(make_client: Any, store: MemoryStore) -> None:
+    outage = Outage(store, failures=3)
+    wf = cf.Workflow("outage", steps=[cf.Step("work", lambda ctx, d: "done")])
+    client = make_client(wf, on=outage, lease=5)
+    info = client.wait(client.enqueue("outage"), timeout=10)
+    assert info.result == "done"
+    assert info.steps["work"].attempts == 1  # written by the first attempt, not re-run
+    assert outage.failures_left == 0

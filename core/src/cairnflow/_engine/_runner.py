@@ -22,6 +22,7 @@ from .._errors import (
     Permanent,
     Snooze,
     StepTimeout,
+    Unavailable,
 )
 from .._models import ErrorInfo, StepKind
 from ..context import StepContext
@@ -85,13 +86,35 @@ class StepRunner:
             self._state.log.exception("attempt %r failed inside the engine", attempt)
             outcome = self.failure(attempt.claimed, Permanent(error), self._state.now(), None)
         if outcome is not None and attempt.finalize(End.COMPLETED):
-            self.write(attempt.claimed, outcome)
+            self.write(attempt.claimed, outcome, holder=attempt)
 
-    def write(self, claimed: ClaimedAttempt, outcome: Outcome) -> FinishResult | None:
-        """Write ``outcome`` through the fenced ``finish`` and react to what it did."""
+    def write(
+        self, claimed: ClaimedAttempt, outcome: Outcome, holder: RunningAttempt | None = None
+    ) -> FinishResult | None:
+        """Write ``outcome`` through the fenced ``finish`` and react to what it did.
+
+        With ``holder``, a store that is unavailable (a restart, a failover) is
+        tried again with backoff for as long as the holder's lease may still
+        be valid, so finished work is not thrown away by a short outage.
+        """
         state = self._state
+        pause = 0.05
         try:
-            result = self._commit.finish(claimed.token, outcome)
+            while True:
+                try:
+                    result = self._commit.finish(claimed.token, outcome)
+                    break
+                except Unavailable:
+                    if holder is None or holder.expired(monotonic() + pause, state.settings.lease):
+                        raise
+                    state.log.warning(
+                        "store unavailable writing step %r of run %s; trying again in %.2fs",
+                        claimed.step,
+                        claimed.run_id,
+                        pause,
+                    )
+                    state.stopping.wait(pause)
+                    pause = min(pause * 2, 2.0)
         except Exception:
             # Nothing was written; the lease runs out and another attempt follows.
             state.log.exception(
