@@ -54,12 +54,14 @@ _FINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.DI
 class StepStatus(StrEnum):
     """The status of one step of a run.
 
-    ``blocked``: a parent has not succeeded yet. ``ready``: claimable once due
-    (a retry or snooze sets the due time). ``running``: an attempt holds its
-    lease. ``sleeping``/``waiting``: a sleep or wait step, holding no worker.
+    ``blocked``: a parent has not succeeded yet. ``scheduled``: due later (a
+    delayed start, a retry's backoff, a snooze); it becomes ``ready`` when due.
+    ``ready``: claimable now. ``running``: an attempt holds its lease.
+    ``sleeping``/``waiting``: a sleep or wait step, holding no worker.
     """
 
     BLOCKED = "blocked"
+    SCHEDULED = "scheduled"
     READY = "ready"
     RUNNING = "running"
     SLEEPING = "sleeping"

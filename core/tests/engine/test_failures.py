@@ -81,7 +81,7 @@ def test_backoff_holds_the_retry_until_it_is_due(make_client: Any) -> None:
     ref = client.enqueue("flaky")
     wait_until(lambda: client.info(ref).steps["call"].failures == 1, what="the first failure")
     step = client.info(ref).steps["call"]
-    assert step.status is cf.StepStatus.READY
+    assert step.status is cf.StepStatus.SCHEDULED
     assert step.due_at_ns == clock.now_ns() + 30 * 10**9  # 60 s * (1 - 0.5)
     time.sleep(0.3)
     assert attempts == [1]  # not due: nobody may claim it
@@ -187,10 +187,14 @@ def test_snooze_reschedules_without_counting_a_failure(make_client: Any) -> None
     client = make_client(wf, clock=clock)
     ref = client.enqueue("snoozy")
     wait_until(lambda: len(calls) == 1, what="the first attempt")
-    wait_until(lambda: client.info(ref).steps["poll"].status is cf.StepStatus.READY, what="snoozed")
+    wait_until(
+        lambda: client.info(ref).steps["poll"].status is cf.StepStatus.SCHEDULED, what="snoozed"
+    )
     clock.advance(10)
     wait_until(lambda: len(calls) == 2, what="the second attempt")
-    wait_until(lambda: client.info(ref).steps["poll"].status is cf.StepStatus.READY, what="snoozed")
+    wait_until(
+        lambda: client.info(ref).steps["poll"].status is cf.StepStatus.SCHEDULED, what="snoozed"
+    )
     clock.advance(10)
     info = client.wait(ref, timeout=10)
     assert info.status is cf.Status.SUCCEEDED

@@ -294,3 +294,15 @@ def test_a_client_starts_once(make_client: Any) -> None:
     client.stop()
     client.stop()  # idempotent
     assert not client.running
+
+
+def test_work_due_later_is_scheduled_then_ready(make_client: Any, store: MemoryStore) -> None:
+    clock = cf.clock.Fake()
+    client = make_client(diamond(), clock=clock, start=False)
+    ref = client.enqueue("diamond", 1, delay=60)
+    assert client.info(ref).steps["start"].status is cf.StepStatus.SCHEDULED
+    assert store.advance_due(now=clock.now_ns(), workflows={"diamond"}, limit=10).promoted == 0
+    clock.advance(60)
+    assert store.advance_due(now=clock.now_ns(), workflows={"diamond"}, limit=10).promoted == 1
+    assert client.info(ref).steps["start"].status is cf.StepStatus.READY
+    assert client.info(ref).status is cf.Status.QUEUED

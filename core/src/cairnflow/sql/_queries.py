@@ -16,7 +16,7 @@ from ._tables import Tables
 
 __all__ = ["RUN_COLUMNS", "STEP_COLUMNS", "UNFINISHED", "Queries", "marks"]
 
-UNFINISHED = ("blocked", "ready", "running", "sleeping", "waiting")
+UNFINISHED = ("blocked", "scheduled", "ready", "running", "sleeping", "waiting")
 """Step statuses that can still change."""
 
 RUN_COLUMNS = (
@@ -127,7 +127,7 @@ class Queries:
             WHERE id = ? AND lease_token = ? AND status = 'running'"""
         self.retry = f"""
             UPDATE {t["steps"]}
-            SET status = 'ready', due_at = ?, failures = failures + 1, error = ?, reclaims = 0,
+            SET status = ?, due_at = ?, failures = failures + 1, error = ?, reclaims = 0,
                 lease_token = NULL, lease_until = NULL
             WHERE id = ? AND lease_token = ? AND status = 'running'"""
         self.fail = f"""
@@ -137,7 +137,7 @@ class Queries:
             WHERE id = ? AND lease_token = ? AND status = 'running'"""
         self.snooze = f"""
             UPDATE {t["steps"]}
-            SET status = 'ready', due_at = ?, lease_token = NULL, lease_until = NULL
+            SET status = ?, due_at = ?, lease_token = NULL, lease_until = NULL
             WHERE id = ? AND lease_token = ? AND status = 'running'"""
         self.sleep = f"""
             UPDATE {t["steps"]}
@@ -184,9 +184,13 @@ class Queries:
         # -- due work ---------------------------------------------------------------------------
         self._due = f"""
             SELECT id, run_id, status FROM {t["steps"]}
-            WHERE status IN ('sleeping', 'waiting') AND due_at <= ? AND workflow IN ({{workflows}})
+            WHERE status IN ('scheduled', 'sleeping', 'waiting') AND due_at <= ?
+                AND workflow IN ({{workflows}})
             ORDER BY due_at
             LIMIT ?"""
+        self._promote = f"""
+            UPDATE {t["steps"]} SET status = 'ready'
+            WHERE id IN ({{ids}}) AND status = 'scheduled'"""
         self.wake_sleeper = f"""
             UPDATE {t["steps"]} SET status = 'succeeded', finished_at = ?, due_at = NULL
             WHERE id = ? AND status = 'sleeping' AND due_at <= ?"""
@@ -299,6 +303,10 @@ class Queries:
     def due(self, now: int, workflows: Sequence[str], limit: int) -> Statement:
         """Sleeping and waiting steps due at ``now``."""
         return self._due.format(workflows=marks(len(workflows))), (now, *workflows, limit)
+
+    def promote(self, step_ids: Sequence[str]) -> Statement:
+        """Make the scheduled steps ``step_ids`` ready (they are due)."""
+        return self._promote.format(ids=marks(len(step_ids))), tuple(step_ids)
 
     def release_children(self, run_id: str, names: Sequence[str]) -> Statement:
         """Count one more succeeded parent for each of ``names``."""

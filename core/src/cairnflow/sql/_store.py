@@ -482,7 +482,9 @@ class SQLStore:
                         json.dumps(list(step.parents)),
                         json.dumps(list(step.children)),
                         len(step.parents),
-                        "ready" if root else "blocked",
+                        ("ready" if new.run_at <= new.created_at else "scheduled")
+                        if root
+                        else "blocked",
                         new.run_at if root else None,
                     )
                 )
@@ -775,7 +777,8 @@ class SQLStore:
         if isinstance(outcome, Failed):
             error = outcome.error.to_json()
             if outcome.retry_at is not None:
-                if not fenced(q.retry, outcome.retry_at, error):
+                status = _due_status(outcome.retry_at, now)
+                if not fenced(q.retry, status, outcome.retry_at, error):
                     return lost()
                 return FinishResult(AttemptState.HELD, ready=1)
             if not fenced(q.fail, error, now):
@@ -783,7 +786,7 @@ class SQLStore:
             self._end_run(cur, run_id, Status.FAILED.value, error, now)
             return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
         if isinstance(outcome, Snoozed):
-            if not fenced(q.snooze, outcome.until):
+            if not fenced(q.snooze, _due_status(outcome.until, now), outcome.until):
                 return lost()
             return FinishResult(AttemptState.HELD, ready=1)
         if isinstance(outcome, SleepUntil):
@@ -834,14 +837,20 @@ class SQLStore:
         self._execute(cur, q.drop_signals, (run_id,))
 
     def advance_due(self, *, now: int, workflows: Collection[str], limit: int) -> AdvanceResult:
-        """End due sleeps and fail overdue waits, one small transaction per step."""
+        """Promote due scheduled steps; end due sleeps and fail overdue waits (one run each)."""
         if not workflows or limit <= 0:
             return AdvanceResult()
         q = self._queries
         sql, params = q.due(now, sorted(workflows), limit)
         rows = self._fetch(sql, params)
-        woken = timed_out = 0
+        woken = timed_out = promoted = 0
+        # Scheduled steps that fell due become ready; no run state changes, so no run lock.
+        scheduled = [_text(r[0]) for r in rows if r[2] == "scheduled"]
+        for chunk in _chunks(scheduled):
+            promoted += self._change(*q.promote(chunk))
         for raw_id, _run_id, status in rows:
+            if status == "scheduled":
+                continue
 
             def work(cur: Cursor, step_id: str = _text(raw_id), status: str = status) -> int:
                 row = self._execute(cur, q.step_of, (step_id,)).fetchone()
@@ -872,7 +881,7 @@ class SQLStore:
                 woken += done
             else:
                 timed_out += done
-        return AdvanceResult(woken, timed_out)
+        return AdvanceResult(woken, timed_out, promoted)
 
     def send_signal(self, run_id: str, name: str, payload: bytes, now: int) -> SignalResult:
         """Resolve the first step waiting for ``name``, or keep the signal (run row locked)."""
@@ -999,6 +1008,11 @@ class SQLStore:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"
+
+
+def _due_status(due_at: int, now: int) -> str:
+    """``ready`` when due by ``now``, ``scheduled`` otherwise (kept out of the claim's index)."""
+    return "scheduled" if due_at > now else "ready"
 
 
 def _stored_step(row: Sequence[Any]) -> StoredStep:

@@ -132,7 +132,7 @@ class MemoryStore:
         self._runs: dict[str, _Run] = {}
         self._ready: dict[str, _Step] = {}
         self._running: dict[str, _Step] = {}
-        self._timed: dict[str, _Step] = {}  # sleeping, and waiting with a deadline
+        self._timed: dict[str, _Step] = {}  # scheduled, sleeping, waiting with a deadline
         self._tokens: dict[str, _Step] = {}  # every token ever issued that a holder may present
         self._active_keys: dict[tuple[str, str], str] = {}
         self._seq = itertools.count()
@@ -219,13 +219,13 @@ class MemoryStore:
                 parents=spec.parents,
                 children=spec.children,
                 parents_left=len(spec.parents),
-                status=StepStatus.READY if root else StepStatus.BLOCKED,
-                due_at=new.run_at if root else None,
+                status=StepStatus.BLOCKED,
+                due_at=None,
                 seq=next(self._seq),
             )
             run.steps[spec.name] = step
             if root:
-                self._ready[step.id] = step
+                self._make_ready(step, new.run_at, new.created_at)
         self._runs[run_id] = run
         if new.key is not None:
             self._active_keys[(new.workflow, new.key)] = run_id
@@ -391,12 +391,12 @@ class MemoryStore:
                 step.error = outcome.error
                 if outcome.retry_at is not None:
                     step.reclaims = 0
-                    self._make_ready(step, outcome.retry_at)
+                    self._make_ready(step, outcome.retry_at, now)
                     return FinishResult(AttemptState.HELD, ready=1)
                 self._fail(step, outcome.error, now)
                 return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
             if isinstance(outcome, Snoozed):
-                self._make_ready(step, outcome.until)
+                self._make_ready(step, outcome.until, now)
                 return FinishResult(AttemptState.HELD, ready=1)
             if isinstance(outcome, SleepUntil):
                 step.output = outcome.output
@@ -424,7 +424,7 @@ class MemoryStore:
 
     def advance_due(self, *, now: int, workflows: Collection[str], limit: int) -> AdvanceResult:
         """End due sleeps; fail waits past their deadline."""
-        woken = timed_out = 0
+        woken = timed_out = promoted = 0
         with self._lock:
             due = [
                 s
@@ -434,7 +434,10 @@ class MemoryStore:
             due.sort(key=lambda s: (s.due_at or 0, s.seq))
             for step in due[:limit]:
                 del self._timed[step.id]
-                if step.status is StepStatus.SLEEPING:
+                if step.status is StepStatus.SCHEDULED:
+                    self._make_ready(step, step.due_at or now)
+                    promoted += 1
+                elif step.status is StepStatus.SLEEPING:
                     self._succeed(step, now)
                     woken += 1
                 elif step.status is StepStatus.WAITING:
@@ -448,7 +451,7 @@ class MemoryStore:
                     step.error = error
                     self._fail(step, error, now)
                     timed_out += 1
-        return AdvanceResult(woken, timed_out)
+        return AdvanceResult(woken, timed_out, promoted)
 
     def send_signal(self, run_id: str, name: str, payload: bytes, now: int) -> SignalResult:
         """Resolve the first step waiting for ``name``, or keep the signal."""
@@ -487,9 +490,14 @@ class MemoryStore:
         step.token = None
         step.lease_until = None
 
-    def _make_ready(self, step: _Step, due_at: int) -> None:
-        step.status = StepStatus.READY
+    def _make_ready(self, step: _Step, due_at: int, now: int | None = None) -> None:
+        """Ready when due by ``now`` (or without a ``now``), scheduled otherwise."""
         step.due_at = due_at
+        if now is not None and due_at > now:
+            step.status = StepStatus.SCHEDULED
+            self._timed[step.id] = step
+            return
+        step.status = StepStatus.READY
         self._ready[step.id] = step
 
     def _succeed(self, step: _Step, now: int) -> FinishResult:

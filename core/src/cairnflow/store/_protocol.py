@@ -26,6 +26,10 @@ Conventions every implementation follows:
 * Idempotency keys are unique per workflow among **unfinished** runs; the key
   is released in the transaction that finishes the run.
 * Lease tokens are 128 random bits, written fresh by every claim.
+* A step due later than "now" when it becomes claimable (a delayed start, a
+  retry's backoff, a snooze) is ``scheduled``, not ``ready``: only steps that
+  are due wait in the claim's index, so a backlog of future work costs a claim
+  nothing. ``advance_due`` promotes them when they fall due.
 
 Optional operations:
 
@@ -147,9 +151,10 @@ class Store(Protocol):
         * :class:`Succeeded`: store the output, make children whose parents all
           succeeded ready (due ``now``), finish the run when every step succeeded.
         * :class:`Failed`: count the failure and keep the error; with
-          ``retry_at`` the step is ready again then, without it the step and the
-          run fail and every other unfinished step is cancelled.
-        * :class:`Snoozed`: ready again at ``until``; no failure counted.
+          ``retry_at`` the step is scheduled for then (ready if already due),
+          without it the step and the run fail and every other unfinished
+          step is cancelled.
+        * :class:`Snoozed`: scheduled for ``until``; no failure counted.
         * :class:`SleepUntil`: the step sleeps, holding ``output``, until ``until``.
         * :class:`WaitFor`: consume the oldest stored signal of that name and
           succeed with its payload, or wait (until ``deadline``, if any).
@@ -179,7 +184,7 @@ class Store(Protocol):
         ...
 
     def advance_due(self, *, now: int, workflows: Collection[str], limit: int) -> AdvanceResult:
-        """Finish sleeps due at ``now`` and fail waits whose deadline passed."""
+        """Make scheduled steps due at ``now`` ready, finish due sleeps, fail overdue waits."""
         ...
 
     def send_signal(self, run_id: str, name: str, payload: bytes, now: int) -> SignalResult:

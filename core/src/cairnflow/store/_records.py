@@ -235,10 +235,11 @@ class SignalResult(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class AdvanceResult:
-    """Sleeps that ended and waits that timed out in one ``advance_due`` pass."""
+    """What one ``advance_due`` pass did: scheduled steps made ready, sleeps ended, waits failed."""
 
     woken: int = 0
     timed_out: int = 0
+    promoted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,9 +335,9 @@ def derive_status(
     present = {status for status, count in step_statuses.items() if count > 0}
     if StepStatus.RUNNING in present:
         return Status.RUNNING
-    if run_at > now and present <= {StepStatus.BLOCKED, StepStatus.READY}:
+    if run_at > now and present <= {StepStatus.BLOCKED, StepStatus.SCHEDULED, StepStatus.READY}:
         return Status.PENDING
-    if StepStatus.READY in present:
+    if present & {StepStatus.READY, StepStatus.SCHEDULED}:
         return Status.QUEUED
     if present & {StepStatus.SLEEPING, StepStatus.WAITING}:
         return Status.WAITING

@@ -39,7 +39,7 @@ CREATE TABLE {steps} (
     children      TEXT    NOT NULL,                  -- JSON list of step names
     parents_left  INTEGER NOT NULL,                  -- parents not yet succeeded; 0 makes it ready
     status        TEXT    NOT NULL,
-    due_at        INTEGER,                           -- ready: claimable from; sleeping/waiting: until
+    due_at        INTEGER,                           -- when a scheduled, sleeping or waiting step is due
     attempt       INTEGER NOT NULL,                  -- claims so far
     failures      INTEGER NOT NULL,
     reclaims      INTEGER NOT NULL,                  -- takeovers of the current attempt
@@ -60,8 +60,9 @@ CREATE TABLE {steps} (
 CREATE INDEX "{p}steps_ready" ON {steps} (priority DESC, due_at, id) WHERE status = 'ready';
 -- The reclaimer reads running steps by lease end.
 CREATE INDEX "{p}steps_running" ON {steps} (lease_until) WHERE status = 'running';
--- Housekeeping reads sleeps and waits by due time.
-CREATE INDEX "{p}steps_due" ON {steps} (due_at) WHERE status IN ('sleeping', 'waiting');
+-- Housekeeping reads what falls due (delayed starts and retries, sleeps, wait deadlines) by
+-- due time. Steps due later are 'scheduled', not 'ready', so they never sit in the claim's index.
+CREATE INDEX "{p}steps_due" ON {steps} (due_at) WHERE status IN ('scheduled', 'sleeping', 'waiting');
 
 CREATE TABLE {signals} (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,   -- arrival order: a wait takes the oldest
