@@ -22,11 +22,6 @@ def simple() -> cf.Workflow:
     return wf
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "cairn.db"
-
-
 def run_one(store: SQLiteStore, payload: Any = 1) -> cf.RunInfo:
     store.migrate()
     with cf.Client(store, poll_interval=0.05) as client:

@@ -995,6 +995,25 @@ class SQLStore:
         cursor = str(int(page[-1][0])) if len(matched) > query.limit and page else None
         return RunPage(runs, cursor)
 
+    def drop_tables(self) -> None:
+        """Drop every table of this namespace, the ledger included. Irreversible.
+
+        For test suites on shared servers and for uninstalling; nothing else
+        in cairnflow ever drops a table.
+        """
+        with self._connections.connection() as conn:
+            cursor = conn.cursor()
+            try:
+                for table in ("signals", "steps", "runs", "migrations"):
+                    self.dialect.begin_migration(cursor)
+                    cursor.execute(f"DROP TABLE IF EXISTS {getattr(self.tables, table)}")
+                    conn.commit()
+            except Exception:
+                _rollback(conn)
+                raise
+            finally:
+                _close(cursor)
+
     def database_now(self) -> int:
         """The server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``)."""
         if self.dialect.now_sql is None:

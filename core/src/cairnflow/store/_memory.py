@@ -433,7 +433,9 @@ class MemoryStore:
             ]
             due.sort(key=lambda s: (s.due_at or 0, s.seq))
             for step in due[:limit]:
-                del self._timed[step.id]
+                # An earlier step of this pass may have ended the run and dropped this one.
+                if self._timed.pop(step.id, None) is None:
+                    continue
                 if step.status is StepStatus.SCHEDULED:
                     self._make_ready(step, step.due_at or now)
                     promoted += 1

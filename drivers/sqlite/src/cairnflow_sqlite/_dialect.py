@@ -39,6 +39,11 @@ class SQLiteDialect(Dialect):
     paramstyle = "qmark"
     for_update = ""
     skip_locked = ""
+    # 'now' is fixed for the whole statement, so the seconds and the milliseconds agree.
+    now_sql = (
+        "SELECT CAST(strftime('%s', 'now') AS INTEGER) * 1000000000"
+        " + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER) * 1000000"
+    )
 
     def __init__(self, path: str | None = None) -> None:
         # One lock per file and process (None: a private in-memory database).

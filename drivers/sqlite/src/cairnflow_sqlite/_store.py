@@ -9,7 +9,13 @@ from typing import Any
 
 from cairnflow import CairnError, Cap, ids
 from cairnflow.notify import LOCAL
-from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, QueuePool, SQLStore, load_migrations
+from cairnflow.sql import (
+    SQL_CAPABILITIES,
+    ErrorClassifier,
+    QueuePool,
+    SQLStore,
+    load_migrations,
+)
 from cairnflow.store import StoreInfo
 
 from ._dialect import SQLiteDialect
@@ -43,9 +49,12 @@ class SQLiteStore(SQLStore):
     ``":memory:"`` is a private, non-durable database of this store object.
     Clients in one process wake each other at once; across processes they
     find work by polling.
+
+    ``client.enqueue_tx(conn, ...)`` takes the application's own ``sqlite3``
+    connection to the same file, inside its transaction.
     """
 
-    capabilities = SQL_CAPABILITIES
+    capabilities = SQL_CAPABILITIES | {Cap.TRANSACTIONAL_ENQUEUE, Cap.DATABASE_CLOCK}
 
     def __init__(
         self,
@@ -105,6 +114,7 @@ class SQLiteStore(SQLStore):
             notifier=LOCAL,
         )
         if in_memory:
+            # One connection, private to this object: nobody else can share a transaction.
             self.capabilities = SQL_CAPABILITIES - {Cap.DURABLE, Cap.MULTI_PROCESS}
         # Clients of the same file and prefix in this process wake each other.
         self._channel = (

@@ -1,0 +1,196 @@
+"""The proof gate: every declared capability needs a kit test that passed on the store.
+
+Kit tests carry what they prove on their reports (``user_properties``), so the
+verdict is reached in the process that sees every report: the only process
+without pytest-xdist, the controller with it. Workers add how many kit tests
+they deselected (``workeroutput``). A subset run (``-k``, ``-m``, ``--lf``,
+``--deselect``, a deselecting plugin, node ids that leave kit tests out) turns
+a failed gate into a warning; a full run that leaves a declared capability
+unproven fails the session and names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..report import TargetResult, TestRecord, build_report, summarize, write_report
+from ..suite import kit_tests, proving_tests
+from .collection import STATIC_PROPERTY, is_suite_item
+from .fixtures import TARGET_PROPERTY
+
+__all__ = ["Ledger", "ProofGate"]
+
+_DESELECTED = "cairnflow_conformance_deselected"
+
+
+@dataclass
+class Ledger:
+    """What the controller learnt during the session."""
+
+    records: dict[str, TestRecord] = field(default_factory=dict)
+    deselected: int = 0
+    results: list[TargetResult] = field(default_factory=list)
+    subset: list[str] = field(default_factory=list)
+    report_path: Path | None = None
+
+    def add(self, report: pytest.TestReport) -> None:
+        """Fold one phase report of a kit test into its record."""
+        props = dict(report.user_properties)
+        static = props.get(STATIC_PROPERTY)
+        if not isinstance(static, dict):
+            return
+        record = self.records.get(report.nodeid)
+        if record is None:
+            record = self.records[report.nodeid] = TestRecord(report.nodeid, static)
+        target = props.get(TARGET_PROPERTY)
+        if isinstance(target, dict):
+            record.target = target
+        record.phases[report.when] = report.outcome
+        if hasattr(report, "wasxfail"):
+            record.xfail = True
+        if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+            record.reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register this session's :class:`ProofGate` (one per config, so nested runs stay apart)."""
+    path = config.getoption("conformance_report", None)
+    report_path = Path(config.invocation_params.dir, path) if path else None
+    config.pluginmanager.register(ProofGate(config, report_path), "cairnflow-conformance-gate")
+
+
+def _subset_reasons(config: pytest.Config, ledger: Ledger) -> list[str]:
+    option = config.option
+    reasons: list[str] = []
+    if getattr(option, "keyword", ""):
+        reasons.append(f"-k {option.keyword!r}")
+    if getattr(option, "markexpr", ""):
+        reasons.append(f"-m {option.markexpr!r}")
+    if getattr(option, "lf", False):
+        reasons.append("--lf")
+    if getattr(option, "stepwise", False):
+        reasons.append("--stepwise")
+    if getattr(option, "deselect", None):
+        reasons.append("--deselect")
+    if ledger.deselected:
+        reasons.append(f"{ledger.deselected} kit test(s) deselected")
+    every = set(kit_tests())
+    seen: dict[str, set[str]] = {}
+    for record in ledger.records.values():
+        suite = record.static.get("suite")
+        if suite:
+            seen.setdefault(str(suite), set()).add(str(record.static.get("function")))
+    for suite, names in sorted(seen.items()):
+        left_out = sorted(every - names)
+        if left_out:
+            shown = ", ".join(left_out[:3]) + (", ..." if len(left_out) > 3 else "")
+            reasons.append(f"{suite} ran {len(names)} of {len(every)} kit tests (not: {shown})")
+    return reasons
+
+
+class ProofGate:
+    """The hooks of the proof gate for one session (see the module docstring)."""
+
+    def __init__(self, config: pytest.Config, report_path: Path | None) -> None:
+        self.config = config
+        self.worker = _is_worker(config)
+        self.ledger = Ledger(report_path=report_path)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """Count kit tests a selection left out (in this process's collection)."""
+        self.ledger.deselected += sum(1 for item in items if is_suite_item(item))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Record each phase of each kit test (in the controller only, under xdist)."""
+        if not self.worker:
+            self.ledger.add(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: add what a worker deselected."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.ledger.deselected += int(output.get(_DESELECTED, 0))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Reach the verdict, fail the session on an unproven capability, write the report."""
+        ledger = self.ledger
+        if self.worker:
+            workeroutput: dict[str, Any] = getattr(self.config, "workeroutput", {})
+            workeroutput[_DESELECTED] = ledger.deselected
+            return
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            return
+        ledger.subset = _subset_reasons(self.config, ledger)
+        ledger.results = summarize(ledger.records.values(), [c.value for c in proving_tests()])
+        subset = bool(ledger.subset)
+        failed_gate = any(r.gate(subset) == "failed" for r in ledger.results)
+        if failed_gate and session.exitstatus in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if ledger.report_path is not None:
+            report = build_report(ledger.results, ledger.subset, int(session.exitstatus))
+            write_report(ledger.report_path, report)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Show the verdict per target."""
+        ledger = self.ledger
+        if self.worker or not ledger.results:
+            return
+        tr = terminalreporter
+        subset = bool(ledger.subset)
+        tr.write_sep("=", "cairnflow conformance")
+        for result in ledger.results:
+            _show(tr, result, subset)
+        if subset:
+            tr.write_line(f"subset run: {'; '.join(ledger.subset)}", yellow=True)
+        if ledger.report_path is not None:
+            tr.write_line(f"conformance report: {ledger.report_path}")
+
+
+def _show(tr: Any, result: TargetResult, subset: bool) -> None:
+    target = result.target
+    tr.write_line(
+        f"{result.key}: {target['distribution']} {target['version']}, SPI "
+        f"{target['spi_version']}: {len(result.declared)} declared, "
+        f"{len(result.declared) - len(result.unproven)} proven"
+    )
+    if result.proven:
+        shown = ", ".join(f"{c} ({len(ids)})" for c, ids in sorted(result.proven.items()))
+        tr.write_line(f"  proven: {shown}")
+    if result.refused:
+        tr.write_line(f"  refused as undeclared: {', '.join(sorted(result.refused))}")
+    undeclared = sorted(set(result.skipped) - set(result.declared))
+    if undeclared:
+        tr.write_line(f"  not declared, their tests skipped: {', '.join(undeclared)}")
+    for cap in result.unproven:
+        why = (
+            "no kit test proves it yet"
+            if cap in result.untested
+            else "no kit test proving it passed on this store"
+        )
+        tr.write_line(f"  UNPROVEN: {cap} ({why})", red=not subset, yellow=subset)
+    gate = result.gate(subset)
+    if gate == "failed":
+        tr.write_line(
+            f"  proof gate FAILED: declared but unproven: {', '.join(result.unproven)}",
+            red=True,
+            bold=True,
+        )
+    elif gate == "warning":
+        tr.write_line(
+            "  proof gate WARNING (subset run, not a verdict): declared but not proven "
+            f"in this run: {', '.join(result.unproven)}",
+            yellow=True,
+        )
+    else:
+        tr.write_line("  proof gate passed: every declared capability was proven", green=True)

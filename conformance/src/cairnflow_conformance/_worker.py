@@ -1,0 +1,100 @@
+"""A kit worker process: ``python -m cairnflow_conformance._worker --factory M:F ...``.
+
+It builds the store with the target's ``worker_factory`` for one namespace,
+registers the kit's process workflows that the store supports, starts a client
+and prints ``READY`` on stdout. It runs until SIGTERM (or its stdin closes,
+so a dead test never leaves it behind), then stops the client cleanly and
+exits 0. Tests kill it with SIGKILL to play a crashed worker and pause it
+with SIGSTOP to play a stalled one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+import cairnflow as cf
+
+from ._target import load_worker_factory
+from .workflows import process_workflows
+
+__all__ = ["main"]
+
+READY = "READY"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m cairnflow_conformance._worker")
+    parser.add_argument("--factory", required=True, help="module:function building the store")
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--config", default="{}", help="JSON keyword arguments for the factory")
+    parser.add_argument("--node-id", required=True)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--lease", type=float, default=1.0)
+    parser.add_argument("--poll", type=float, default=0.05)
+    parser.add_argument("--max-reclaims", type=int, default=5)
+    parser.add_argument(
+        "--no-interrupt",
+        action="store_true",
+        help="never raise inside a running step (a stalled step then returns normally)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one worker until told to stop; return the exit status."""
+    args = _parse(argv)
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format=f"%(asctime)s {args.node_id} %(levelname)s %(name)s: %(message)s",
+    )
+    factory = load_worker_factory(args.factory)
+    store: cf.Store = factory(args.namespace, **json.loads(args.config))
+    client = cf.Client(
+        store,
+        workers=args.workers,
+        poll_interval=args.poll,
+        lease=args.lease,
+        max_reclaims=args.max_reclaims,
+        node_id=args.node_id,
+        interrupt=not args.no_interrupt,
+    )
+    supported = [
+        wf
+        for wf in process_workflows()
+        if set(wf.required_capabilities()) <= set(store.capabilities)
+    ]
+    client.register(*supported)
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def watch_stdin() -> None:
+        # The parent holds our stdin open; EOF means it is gone, so stop too.
+        sys.stdin.read()
+        done.set()
+
+    threading.Thread(target=watch_stdin, name="kit-worker-stdin", daemon=True).start()
+    client.start()
+    print(READY, flush=True)
+    try:
+        done.wait()
+    finally:
+        client.stop(timeout=10)
+        store.close()
+    print("STOPPED", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

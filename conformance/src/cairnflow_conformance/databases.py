@@ -1,0 +1,165 @@
+"""Test databases for drivers: a DSN from the environment, else a container, else a skip.
+
+::
+
+    @pytest.fixture(scope="session")
+    def cairnflow_target():
+        with databases.postgres() as url:
+            yield StoreTarget(factory=lambda ns: PostgresStore(url, table_prefix=ns))
+
+Each function is a context manager yielding a DSN:
+
+1. ``CAIRNFLOW_TEST_POSTGRES_URL`` / ``CAIRNFLOW_TEST_MYSQL_URL`` /
+   ``CAIRNFLOW_TEST_MARIADB_URL`` when set;
+2. else a testcontainers container (``postgres:16``, ``mysql:8.4``,
+   ``mariadb:11``) when testcontainers is installed
+   (``cairnflow-conformance[containers]``) and a Docker engine answers;
+3. else the test is skipped, saying why; with ``$CI`` set or
+   ``--conformance-require-db`` given, it fails instead, since a CI run that
+   silently skips its databases proves nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import pytest
+
+__all__ = ["mariadb", "mysql", "postgres", "require_databases"]
+
+_required = False
+
+
+def require_databases(required: bool = True) -> None:
+    """Make a missing database fail instead of skip (the plugin's ``--conformance-require-db``)."""
+    global _required
+    _required = required
+
+
+def _must_have() -> bool:
+    return _required or bool(os.environ.get("CI"))
+
+
+def _unavailable(why: str) -> NoReturn:
+    if _must_have():
+        pytest.fail(
+            f"{why} (a database is required here: $CI is set or --conformance-require-db given)",
+            pytrace=False,
+        )
+    pytest.skip(why)
+
+
+@dataclass(frozen=True, slots=True)
+class _Engine:
+    name: str
+    env: str
+    image: str
+    start: Callable[[str], Any]
+    url: Callable[[Any], str]
+
+
+def _docker_answers() -> str | None:
+    """None when a Docker engine answers, else why not."""
+    try:
+        docker: Any = importlib.import_module("docker")
+    except ImportError:
+        return "the docker package is not installed"
+    try:
+        client = docker.from_env(timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as error:  # noqa: BLE001 - any failure means: no engine to use
+        return f"no Docker engine answers ({type(error).__name__}: {error})"
+    return None
+
+
+def _container_class(kind: str, name: str) -> Any:
+    """testcontainers' class, from the community package (newer) or the old module."""
+    for module in (f"testcontainers.community.{kind}", f"testcontainers.{kind}"):
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+@contextmanager
+def _database(engine: _Engine) -> Iterator[str]:
+    url = os.environ.get(engine.env)
+    if url:
+        yield url
+        return
+    try:
+        importlib.import_module("testcontainers")
+    except ImportError:
+        _unavailable(
+            f"{engine.env} is not set and testcontainers is not installed "
+            f"(pip install 'cairnflow-conformance[containers]') to start {engine.image}"
+        )
+    why = _docker_answers()
+    if why is not None:
+        _unavailable(f"{engine.env} is not set and {why} to start {engine.image}")
+    container = engine.start(engine.image)
+    container.start()
+    try:
+        yield engine.url(container)
+    finally:
+        container.stop()
+
+
+def _postgres_container(image: str) -> Any:
+    cls = _container_class("postgres", "PostgresContainer")
+    return cls(image, driver=None)
+
+
+def _mysql_container(image: str) -> Any:
+    cls = _container_class("mysql", "MySqlContainer")
+    return cls(image, dialect=None)
+
+
+def _postgres_url(container: Any) -> str:
+    return str(container.get_connection_url(driver=None))
+
+
+def _mysql_url(container: Any) -> str:
+    url = str(container.get_connection_url())
+    # Some releases name a default driver in the scheme (mysql+pymysql://): drop it.
+    scheme, rest = url.split("://", 1)
+    return f"{scheme.split('+', 1)[0]}://{rest}"
+
+
+_POSTGRES = _Engine(
+    "postgres", "CAIRNFLOW_TEST_POSTGRES_URL", "postgres:16", _postgres_container, _postgres_url
+)
+_MYSQL = _Engine("mysql", "CAIRNFLOW_TEST_MYSQL_URL", "mysql:8.4", _mysql_container, _mysql_url)
+_MARIADB = _Engine(
+    "mariadb", "CAIRNFLOW_TEST_MARIADB_URL", "mariadb:11", _mysql_container, _mysql_url
+)
+
+
+@contextmanager
+def postgres() -> Iterator[str]:
+    """A PostgreSQL DSN (``postgresql://...``): env, else ``postgres:16``, else skip."""
+    with _database(_POSTGRES) as url:
+        yield url
+
+
+@contextmanager
+def mysql() -> Iterator[str]:
+    """A MySQL DSN (``mysql://...``): env, else ``mysql:8.4``, else skip."""
+    with _database(_MYSQL) as url:
+        yield url
+
+
+@contextmanager
+def mariadb() -> Iterator[str]:
+    """A MariaDB DSN (``mysql://...``): env, else ``mariadb:11``, else skip."""
+    with _database(_MARIADB) as url:
+        yield url

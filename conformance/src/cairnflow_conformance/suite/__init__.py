@@ -1,0 +1,112 @@
+"""The kit's tests, grouped by capability, combined into :class:`ConformanceSuite`.
+
+A driver subclasses the suite in a test module::
+
+    from cairnflow_conformance import ConformanceSuite
+
+    class TestMyDriver(ConformanceSuite): ...
+
+Every test is marked with what it proves (``@proves``) or refuses
+(``@refuses``); the plugin skips what the store does not declare and checks at
+the end that each declared capability was proven.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cairnflow import Cap
+
+from .._markers import PROVES, REFUSES, parse_capability
+from .baseline import BaselineTests
+from .clocks import DatabaseClockTests
+from .durability import DurabilityTests
+from .enqueue import BatchEnqueueTests, DelayedStartTests, IdempotencyTests, PayloadLimitTests
+from .failures import RetryTests, SnoozeTests, StepTimeoutTests
+from .leases import HeartbeatTests, LeaseTests, ProgressTests
+from .processes import MultiProcessTests
+from .refusals import RefusalTests
+from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
+from .transactions import TransactionalEnqueueTests
+from .waits import CancelTests, SignalTests, SleepTests
+from .wakeups import NotifyTests
+
+__all__ = ["ConformanceSuite", "kit_tests", "proving_tests", "refusing_tests"]
+
+
+class ConformanceSuite(
+    BaselineTests,
+    ResultTests,
+    RunQueryTests,
+    NodeIdentityTests,
+    ClosureTests,
+    RetryTests,
+    StepTimeoutTests,
+    SnoozeTests,
+    SleepTests,
+    SignalTests,
+    CancelTests,
+    IdempotencyTests,
+    DelayedStartTests,
+    BatchEnqueueTests,
+    PayloadLimitTests,
+    LeaseTests,
+    HeartbeatTests,
+    ProgressTests,
+    MultiProcessTests,
+    DurabilityTests,
+    TransactionalEnqueueTests,
+    NotifyTests,
+    DatabaseClockTests,
+    RefusalTests,
+):
+    """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.
+
+    The subclass needs a ``cairnflow_target`` fixture (usually in ``conftest.py``)
+    and the plugin (``pytest_plugins = ["cairnflow_conformance.plugin"]``). It
+    may override a kit test only to mark it ``pytest.mark.xfail(reason=...)``;
+    deleting or replacing one otherwise fails the session.
+    """
+
+
+def kit_tests() -> dict[str, Callable[..., Any]]:
+    """Every kit test function by name, as :class:`ConformanceSuite` defines them."""
+    found: dict[str, Callable[..., Any]] = {}
+    for name in sorted(dir(ConformanceSuite)):
+        if not name.startswith("test"):
+            continue
+        function = inspect.getattr_static(ConformanceSuite, name)
+        if callable(function):
+            found[name] = function
+    return found
+
+
+def _marks(function: Callable[..., Any], name: str) -> list[Any]:
+    return [m for m in getattr(function, "pytestmark", []) if m.name == name]
+
+
+def proving_tests() -> Mapping[Cap, tuple[str, ...]]:
+    """Which kit tests prove each capability (capabilities without a test are absent)."""
+    proving: dict[Cap, list[str]] = {}
+    for name, function in kit_tests().items():
+        for mark in _marks(function, PROVES):
+            for value in mark.args:
+                proving.setdefault(parse_capability(value, name), []).append(name)
+    return {cap: tuple(names) for cap, names in sorted(proving.items())}
+
+
+def refusing_tests() -> Mapping[Cap, tuple[str, ...]]:
+    """Which kit tests check the refusal of each capability."""
+    refusing: dict[Cap, list[str]] = {}
+    for name, function in kit_tests().items():
+        for param in getattr(function, "pytestmark", []):
+            if param.name != "parametrize":
+                continue
+            for value in param.args[1]:
+                for mark in getattr(value, "marks", ()):
+                    if mark.name == REFUSES:
+                        for cap in mark.args:
+                            refusing.setdefault(parse_capability(cap, name), []).append(name)
+    return {cap: tuple(dict.fromkeys(names)) for cap, names in sorted(refusing.items())}

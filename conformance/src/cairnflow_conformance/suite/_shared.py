@@ -1,0 +1,53 @@
+"""Small pieces several kit test modules use: workflows, clocks, waiting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cairnflow as cf
+from cairnflow.clock import Real
+from cairnflow.testing import wait_until
+
+__all__ = ["TIMEOUT", "BehindClock", "diamond", "step_status_is", "wait_until"]
+
+TIMEOUT = 20.0
+"""How long a kit test waits for anything before it fails (never a speed assertion)."""
+
+
+def diamond(name: str = "kit-diamond") -> cf.Workflow:
+    """``start`` → (``left``, async ``right``) → ``join``; the join sums both branches."""
+    wf = cf.Workflow(name)
+
+    @wf.step
+    def start(ctx: cf.StepContext, n: int) -> int:
+        return n + 1
+
+    @wf.step(after=[start])
+    def left(ctx: cf.StepContext, n: int) -> int:
+        return n * 10
+
+    @wf.step(after=[start])
+    async def right(ctx: cf.StepContext, n: int) -> int:
+        return n * 100
+
+    @wf.step(after=[left, right])
+    def join(ctx: cf.StepContext, parents: dict[str, int]) -> dict[str, Any]:
+        return {"sum": parents["left"] + parents["right"], "payload": ctx.payload}
+
+    return wf
+
+
+class BehindClock:
+    """Wall time running ``seconds`` behind: a node whose clock is late."""
+
+    def __init__(self, seconds: float) -> None:
+        self._offset = int(seconds * 1e9)
+
+    def now_ns(self) -> int:
+        """Real time minus the offset."""
+        return Real().now_ns() - self._offset
+
+
+def step_status_is(client: cf.Client, run: cf.RunRef, step: str, status: cf.StepStatus) -> bool:
+    """True when ``step`` of ``run`` has ``status`` (for :func:`wait_until`)."""
+    return client.info(run).steps[step].status is status

@@ -1,0 +1,279 @@
+"""What every store must do, whatever it declares: schema, identity, plain runs, fan-in, claims.
+
+These tests prove no capability (``@proves()``), so they run on every store and
+a failure fails the session whatever the store declares.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import cairnflow as cf
+from cairnflow.drivers import check_spi_version
+from cairnflow.store import AttemptState, ClaimRequest, Failed, Store, StoreInfo, Succeeded
+
+from .._kit import Kit
+from .._markers import proves
+from ._shared import TIMEOUT
+
+__all__ = ["BaselineTests"]
+
+
+class BaselineTests:
+    """Baseline behaviour of every store."""
+
+    @proves()
+    def test_migrate_applies_nothing_twice_and_the_schema_checks(self, cairnflow_kit: Kit) -> None:
+        store = cairnflow_kit.store
+        assert store.migrate() == [], "a second migrate() must apply nothing"
+        store.check_schema()
+
+    @proves()
+    def test_an_unmigrated_namespace_is_refused_until_migrated(self, cairnflow_kit: Kit) -> None:
+        fresh = cairnflow_kit.open_store(cairnflow_kit.fresh_namespace())
+        try:
+            fresh.check_schema()
+        except cf.SchemaNotReady as error:
+            refused: cf.SchemaNotReady | None = error
+        else:
+            refused = None
+        if refused is not None:
+            assert str(refused), "SchemaNotReady must say what is missing"
+            wf = cf.Workflow("kit-unmigrated", steps=[cf.Step("a", lambda c, d: d)])
+            client = cairnflow_kit.client(wf, start=False, store=fresh)
+            with pytest.raises(cf.SchemaNotReady):
+                client.start()
+            applied = fresh.migrate()
+            assert applied, "migrate() on a fresh namespace must apply (and return) versions"
+            fresh.check_schema()
+        else:
+            # A store without a schema (memory://) must then have nothing to migrate.
+            assert fresh.migrate() == []
+
+    @proves()
+    def test_the_store_describes_itself(self, cairnflow_kit: Kit) -> None:
+        store = cairnflow_kit.store
+        assert isinstance(store, Store)
+        check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
+        assert isinstance(store.capabilities, frozenset)
+        assert all(isinstance(c, cf.Cap) for c in store.capabilities)
+        info = store.describe()
+        assert isinstance(info, StoreInfo)
+        for field in ("driver", "distribution", "version", "url"):
+            value = getattr(info, field)
+            assert isinstance(value, str), f"StoreInfo.{field} must be a str"
+            assert value, f"StoreInfo.{field} must not be empty"
+        assert info.durable == (cf.Cap.DURABLE in store.capabilities), (
+            "StoreInfo.durable must say the same as declaring Cap.DURABLE"
+        )
+        assert isinstance(store.channel, str)
+        assert store.channel
+
+    @proves()
+    def test_a_plain_run_succeeds(self, cairnflow_kit: Kit) -> None:
+        ran: list[Any] = []
+        wf = cf.Workflow("kit-plain", steps=[cf.Step("only", lambda c, d: ran.append(d))])
+        client = cairnflow_kit.client(wf)
+        ref = client.enqueue("kit-plain", {"n": 1, "text": "žluťoučký kůň"})
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED
+        assert info.payload == {"n": 1, "text": "žluťoučký kůň"}
+        assert ran == [{"n": 1, "text": "žluťoučký kůň"}]
+        step = info.steps["only"]
+        assert (step.status, step.attempts, step.failures) == (cf.StepStatus.SUCCEEDED, 1, 0)
+        assert info.finished_at_ns is not None
+        assert info.finished_at_ns >= info.created_at_ns
+
+    @proves()
+    def test_parents_finishing_at_once_make_the_child_ready_exactly_once(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # Eight parents leave a barrier together and finish at the same moment
+        # on eight workers: the join must become ready once, never zero times.
+        width = 8
+        barrier = threading.Barrier(width, timeout=TIMEOUT)
+        joins: list[str] = []
+        wf = cf.Workflow("kit-fan-in")
+        wf.step(lambda c, d: d, name="root")
+        for n in range(width):
+            wf.step(lambda c, d: barrier.wait(), name=f"p{n}", after=["root"])
+        wf.step(
+            lambda c, d: joins.append(c.run_id), name="join", after=[f"p{n}" for n in range(width)]
+        )
+        client = cairnflow_kit.client(wf, workers=width)
+        ref = client.enqueue("kit-fan-in", 1)
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED, info.error
+        assert joins == [ref.id]
+        assert info.steps["join"].attempts == 1
+        assert all(s.status is cf.StepStatus.SUCCEEDED for s in info.steps.values())
+
+    @proves()
+    def test_a_failed_step_fails_the_run_and_cancels_every_other_step(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        sibling_started = threading.Event()
+        run_failed = threading.Event()
+        sibling_returned = threading.Event()
+        wf = cf.Workflow("kit-fails")
+
+        def boom(ctx: cf.StepContext, data: Any) -> None:
+            assert sibling_started.wait(TIMEOUT)
+            raise ValueError("no such order")
+
+        def sibling(ctx: cf.StepContext, data: Any) -> str:
+            sibling_started.set()
+            run_failed.wait(TIMEOUT)
+            sibling_returned.set()
+            return "too late"
+
+        wf.step(boom, name="boom")
+        wf.step(sibling, name="sibling")
+        wf.step(lambda c, d: d, name="after", after=["boom"])
+        # interrupt=False: the sibling returns normally after the run failed, so
+        # its outcome is offered to the store, unless its client already learnt
+        # of the cancellation at a renewal; either way it must not be written.
+        client = cairnflow_kit.client(wf, interrupt=False)
+        ref = client.enqueue("kit-fails")
+        info = client.wait(ref, timeout=TIMEOUT)
+        run_failed.set()
+        assert info.status is cf.Status.FAILED
+        assert info.error is not None
+        assert (info.error.type, info.error.step, info.error.attempt) == ("ValueError", "boom", 1)
+        assert info.error.message == "no such order"
+        assert info.steps["boom"].status is cf.StepStatus.FAILED
+        assert info.steps["after"].status is cf.StepStatus.CANCELLED
+        assert sibling_returned.wait(TIMEOUT)
+        client.stop(timeout=TIMEOUT)  # the sibling's outcome has been offered to the store now
+        stored = cairnflow_kit.stored_step(ref, "sibling")
+        assert stored.status is cf.StepStatus.CANCELLED
+        assert stored.output is None, "a cancelled step's late outcome must not be written"
+        assert cairnflow_kit.stored(ref).state == cf.Status.FAILED.value
+
+    @proves()
+    def test_concurrent_claims_never_hand_out_one_attempt_twice(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-many", steps=[cf.Step("a", lambda c, d: d)])
+        client = cairnflow_kit.client(wf, start=False)
+        total = 120
+        for n in range(total):
+            client.enqueue("kit-many", n)
+        claimed: list[str] = []
+        errors: list[BaseException] = []
+        lock = threading.Lock()
+        peers = cairnflow_kit.peer_stores(6)
+        start = threading.Barrier(len(peers), timeout=TIMEOUT)
+
+        def claim(store: Store, node: str) -> None:
+            try:
+                start.wait()
+                while True:
+                    now = time.time_ns()
+                    request = ClaimRequest(frozenset({"kit-many"}), 5, now, now + 60 * 10**9, node)
+                    got = store.claim(request)
+                    if not got:
+                        return
+                    with lock:
+                        claimed.extend(f"{a.run_id}/{a.step}" for a in got)
+            except BaseException as error:  # noqa: BLE001 - asserted on below, with the others
+                errors.append(error)
+
+        threads = [
+            threading.Thread(target=claim, args=(store, f"kit-claimer-{n}"))
+            for n, store in enumerate(peers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(TIMEOUT * 2)
+        assert not errors, errors
+        assert len(claimed) == total, f"{len(claimed)} claims for {total} ready steps"
+        assert len(set(claimed)) == total, "an attempt was handed to two claimers"
+
+    @proves()
+    def test_finish_many_fences_each_outcome_by_its_own_token(self, cairnflow_kit: Kit) -> None:
+        # finish_many is optional (group commit); a store that offers it must
+        # fence every item alone and answer in order, in one transaction.
+        store = cairnflow_kit.store
+        finish_many = getattr(store, "finish_many", None)
+        if finish_many is None:
+            pytest.skip("the store has no finish_many (optional: outcomes are written one by one)")
+        wf = cf.Workflow("kit-group", steps=[cf.Step("a", lambda c, d: d)])
+        client = cairnflow_kit.client(wf, start=False)
+        refs = [client.enqueue("kit-group", n) for n in range(3)]
+        names = frozenset({"kit-group"})
+
+        def claim() -> dict[str, str]:
+            now = time.time_ns()
+            got = store.claim(ClaimRequest(names, 10, now, now + 60 * 10**9, "kit-node"))
+            return {a.run_id: a.token for a in got}
+
+        first = claim()
+        assert set(first) == {r.id for r in refs}
+        assert store.hand_back([first[refs[1].id]], time.time_ns()) == 1
+        second = claim()
+        stale, fresh = first[refs[1].id], second[refs[1].id]
+        failure = Failed(cf.ErrorInfo("ValueError", "no"), retry_at=None)
+        results = finish_many(
+            [
+                (first[refs[0].id], Succeeded(b'"zero"')),
+                (stale, Succeeded(b'"stale"')),
+                (first[refs[2].id], failure),
+            ],
+            time.time_ns(),
+        )
+        assert [r.state for r in results] == [
+            AttemptState.HELD,
+            AttemptState.LOST,
+            AttemptState.HELD,
+        ]
+        assert [r.run_status for r in results] == [cf.Status.SUCCEEDED, None, cf.Status.FAILED]
+        assert cairnflow_kit.stored_output(refs[0], "a") == "zero"
+        assert cairnflow_kit.stored_step(refs[1], "a").status is cf.StepStatus.RUNNING
+        assert cairnflow_kit.stored_output(refs[1], "a") is None
+        assert cairnflow_kit.stored(refs[2]).state == cf.Status.FAILED.value
+        (late,) = finish_many([(fresh, Succeeded(b'"one"'))], time.time_ns())
+        assert late.applied
+        assert cairnflow_kit.stored_output(refs[1], "a") == "one"
+
+    @proves()
+    def test_a_stopping_client_hands_its_running_steps_back(self, cairnflow_kit: Kit) -> None:
+        started = threading.Event()
+        saw_stop = threading.Event()
+        ran_on: list[str] = []
+        wf = cf.Workflow("kit-handback")
+
+        @wf.step
+        def work(ctx: cf.StepContext, data: Any) -> str:
+            ran_on.append(ctx.node_id)
+            if ctx.node_id == "kit-leaving":
+                started.set()
+                if ctx.cancel_event.wait(TIMEOUT):
+                    saw_stop.set()
+                return "from the stopped client"
+            return "from the next client"
+
+        leaving = cairnflow_kit.client(wf, node_id="kit-leaving", lease=60, interrupt=False)
+        ref = leaving.enqueue("kit-handback")
+        assert started.wait(TIMEOUT)
+        leaving.stop()
+        assert saw_stop.is_set()
+        # Handed back: ready at once, not waiting out a 60 s lease.
+        assert leaving.info(ref).steps["work"].status is cf.StepStatus.READY
+        cairnflow_kit.client(wf, node_id="kit-next", lease=60)
+        info = leaving.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED
+        assert ran_on == ["kit-leaving", "kit-next"]
+        assert info.steps["work"].attempts == 2
+        assert cairnflow_kit.stored_output(ref, "work") == "from the next client"
+
+    @proves()
+    def test_unknown_runs_are_reported_as_such(self, cairnflow_kit: Kit) -> None:
+        assert cairnflow_kit.store.get_run("run_kitnosuchrun") is None
+        client = cairnflow_kit.client(start=False)
+        with pytest.raises(cf.RunNotFound, match="run_kitnosuchrun"):
+            client.info("run_kitnosuchrun")
+        assert cairnflow_kit.run_count() == 0

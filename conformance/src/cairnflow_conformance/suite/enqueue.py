@@ -1,0 +1,189 @@
+"""Enqueue rules: IDEMPOTENCY (under a race), DELAYED_START, BATCH_ENQUEUE, PAYLOAD_LIMIT."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+import cairnflow as cf
+from cairnflow import Cap
+
+from .._kit import Kit
+from .._markers import proves
+from ._shared import TIMEOUT
+
+__all__ = ["BatchEnqueueTests", "DelayedStartTests", "IdempotencyTests", "PayloadLimitTests"]
+
+
+def _echo(name: str = "kit-echo") -> cf.Workflow:
+    return cf.Workflow(name, steps=[cf.Step("echo", lambda c, d: d)])
+
+
+class IdempotencyTests:
+    """``Cap.IDEMPOTENCY``: a key is held by at most one unfinished run of a workflow."""
+
+    @proves(Cap.IDEMPOTENCY)
+    def test_a_key_is_held_until_its_run_finishes(self, cairnflow_kit: Kit) -> None:
+        gate = threading.Event()
+        wf = cf.Workflow("kit-keyed")
+        wf.step(lambda ctx, d: gate.wait(TIMEOUT), name="hold")
+        client = cairnflow_kit.client(wf, _echo())
+        first = client.enqueue("kit-keyed", None, key="order-1")
+        with pytest.raises(cf.DuplicateRun, match="order-1") as caught:
+            client.enqueue("kit-keyed", None, key="order-1")
+        assert caught.value.run_id in (None, first.id)
+        assert (caught.value.workflow, caught.value.key) == ("kit-keyed", "order-1")
+        other = client.enqueue("kit-keyed", None, key="order-2")
+        same_key_other_workflow = client.enqueue("kit-echo", None, key="order-1")
+        gate.set()
+        for ref in (first, other, same_key_other_workflow):
+            assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+        assert client.info(first).key == "order-1"
+        again = client.enqueue("kit-keyed", None, key="order-1")
+        assert again.id != first.id
+        assert cairnflow_kit.run_count() == 4
+
+    @proves(Cap.IDEMPOTENCY)
+    def test_a_failed_run_releases_its_key(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-keyed-fail")
+        wf.step(lambda ctx, d: 1 / 0, name="boom")
+        client = cairnflow_kit.client(wf)
+        ref = client.enqueue("kit-keyed-fail", key="k")
+        assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.FAILED
+        assert client.enqueue("kit-keyed-fail", key="k").id != ref.id
+
+    @proves(Cap.IDEMPOTENCY)
+    def test_a_race_of_concurrent_enqueuers_makes_exactly_one_run(self, cairnflow_kit: Kit) -> None:
+        racers = 20
+        # Separate store objects (connections) when the store shares state across them.
+        stores = cairnflow_kit.peer_stores(racers)
+        clients = [cairnflow_kit.client(_echo(), start=False, store=s) for s in stores]
+        barrier = threading.Barrier(racers, timeout=TIMEOUT)
+        won: list[cf.RunRef] = []
+        lost: list[cf.DuplicateRun] = []
+        other: list[BaseException] = []
+        lock = threading.Lock()
+
+        def enqueue(client: cf.Client, n: int) -> None:
+            barrier.wait()
+            try:
+                ref = client.enqueue("kit-echo", n, key="the-key")
+            except cf.DuplicateRun as error:
+                with lock:
+                    lost.append(error)
+            except BaseException as error:  # noqa: BLE001 - asserted on below
+                with lock:
+                    other.append(error)
+            else:
+                with lock:
+                    won.append(ref)
+
+        threads = [
+            threading.Thread(target=enqueue, args=(client, n)) for n, client in enumerate(clients)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(TIMEOUT * 2)
+        assert not other, other
+        assert len(won) == 1, f"{len(won)} runs won the key"
+        assert len(lost) == racers - 1
+        assert {e.run_id for e in lost} <= {won[0].id, None}
+        assert cairnflow_kit.run_count() == 1
+
+
+class DelayedStartTests:
+    """``Cap.DELAYED_START``: a run enqueued with a delay starts once it is due."""
+
+    @proves(Cap.DELAYED_START)
+    def test_a_delayed_run_is_pending_until_the_clock_reaches_it(self, cairnflow_kit: Kit) -> None:
+        clock = cf.clock.Fake()
+        ran: list[int] = []
+        wf = cf.Workflow("kit-later", steps=[cf.Step("a", lambda c, d: ran.append(d))])
+        client = cairnflow_kit.client(wf, clock=clock)
+        ref = client.enqueue("kit-later", 1, delay=timedelta(minutes=5))
+        now_ref = client.enqueue("kit-later", 2)
+        info = client.info(ref)
+        assert info.status is cf.Status.PENDING
+        assert info.run_at_ns == info.created_at_ns + 300 * 10**9
+        # Due later: scheduled, out of the claim's way until advance_due promotes it.
+        assert info.steps["a"].status is cf.StepStatus.SCHEDULED
+        assert client.wait(now_ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+        clock.advance(299)
+        time.sleep(0.3)
+        assert client.info(ref).status is cf.Status.PENDING
+        assert ran == [2]
+        clock.advance(1)
+        assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+        assert ran == [2, 1]
+
+
+class BatchEnqueueTests:
+    """``Cap.BATCH_ENQUEUE``: several runs in one transaction, all or none."""
+
+    @proves(Cap.BATCH_ENQUEUE)
+    def test_a_batch_creates_every_run_in_order(self, cairnflow_kit: Kit) -> None:
+        seen: list[int] = []
+        wf = cf.Workflow("kit-batch", steps=[cf.Step("a", lambda c, d: seen.append(d))])
+        client = cairnflow_kit.client(wf)
+        refs = client.enqueue_many([cf.Job("kit-batch", n, labels={"n": str(n)}) for n in range(5)])
+        assert len({r.id for r in refs}) == 5
+        for n, ref in enumerate(refs):
+            info = client.wait(ref, timeout=TIMEOUT)
+            assert info.status is cf.Status.SUCCEEDED
+            assert info.payload == n
+            assert dict(info.labels) == {"n": str(n)}
+        assert sorted(seen) == list(range(5))
+        assert client.enqueue_many([]) == []
+
+    @proves(Cap.BATCH_ENQUEUE, requires=[Cap.IDEMPOTENCY])
+    def test_a_batch_with_a_conflict_writes_nothing(self, cairnflow_kit: Kit) -> None:
+        client = cairnflow_kit.client(_echo(), start=False)
+        client.enqueue("kit-echo", 0, key="taken")
+        with pytest.raises(cf.DuplicateRun):
+            client.enqueue_many(
+                [
+                    cf.Job("kit-echo", 1, key="a"),
+                    cf.Job("kit-echo", 2),
+                    cf.Job("kit-echo", 3, key="taken"),
+                ]
+            )
+        with pytest.raises(cf.DuplicateRun):
+            client.enqueue_many([cf.Job("kit-echo", 1, key="b"), cf.Job("kit-echo", 2, key="b")])
+        assert cairnflow_kit.run_count() == 1
+        # Nothing of the refused batches holds a key: "a" and "b" are free.
+        refs = client.enqueue_many([cf.Job("kit-echo", 1, key="a"), cf.Job("kit-echo", 2, key="b")])
+        assert len(refs) == 2
+        assert cairnflow_kit.run_count() == 3
+
+
+class PayloadLimitTests:
+    """``Cap.PAYLOAD_LIMIT``: payloads over the configured size are refused before any write."""
+
+    @proves(Cap.PAYLOAD_LIMIT)
+    def test_an_oversized_payload_is_refused_before_any_write(self, cairnflow_kit: Kit) -> None:
+        client = cairnflow_kit.client(_echo(), payload_limit=64, start=False)
+        client.enqueue("kit-echo", "x" * 10)
+        with pytest.raises(cf.PayloadTooLarge, match="102 bytes encoded, over the limit of 64"):
+            client.enqueue("kit-echo", "x" * 100)
+        assert cairnflow_kit.run_count() == 1
+
+    @proves(Cap.PAYLOAD_LIMIT, requires=[Cap.BATCH_ENQUEUE])
+    def test_one_oversized_payload_refuses_the_whole_batch(self, cairnflow_kit: Kit) -> None:
+        client = cairnflow_kit.client(_echo(), payload_limit=64, start=False)
+        with pytest.raises(cf.PayloadTooLarge):
+            client.enqueue_many([cf.Job("kit-echo", 1), cf.Job("kit-echo", "y" * 100)])
+        assert cairnflow_kit.run_count() == 0
+
+    @proves(Cap.PAYLOAD_LIMIT, requires=[Cap.SIGNAL])
+    def test_an_oversized_signal_payload_is_refused(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-gated")
+        wf.wait("gate", signal="go")
+        client = cairnflow_kit.client(wf, payload_limit=64, start=False)
+        ref = client.enqueue("kit-gated")
+        with pytest.raises(cf.PayloadTooLarge):
+            client.signal(ref, "go", "z" * 100)
+        assert client.signal(ref, "go", "small") is cf.SignalResult.STORED

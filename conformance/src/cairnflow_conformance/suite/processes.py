@@ -1,0 +1,169 @@
+"""Several processes on one store (MULTI_PROCESS), and leases across real processes (LEASE).
+
+Workers are ``python -m cairnflow_conformance._worker`` processes built with the
+target's ``worker_factory``. A worker killed with SIGKILL plays a crashed
+machine; one paused with SIGSTOP plays a stalled one (every thread stops, its
+leases run out, then it resumes as if nothing happened). What a step did is
+counted from :class:`~cairnflow_conformance.traces.Traces`; what was written,
+from the store.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+
+import cairnflow as cf
+from cairnflow import Cap
+
+from .. import workflows
+from .._kit import Kit
+from .._markers import proves
+from ._shared import TIMEOUT, wait_until
+
+__all__ = ["MultiProcessTests"]
+
+_GROUP = pytest.mark.xdist_group("cairnflow-conformance-processes")
+
+
+def _payload(kit: Kit, **extra: Any) -> dict[str, Any]:
+    return {"traces": str(kit.traces.directory), **extra}
+
+
+class MultiProcessTests:
+    """``Cap.MULTI_PROCESS``, and ``Cap.LEASE`` with real crashed and stalled processes."""
+
+    @_GROUP
+    @proves(Cap.MULTI_PROCESS)
+    def test_worker_processes_complete_every_run_with_each_step_once(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        nodes = [f"kit-worker-{n}" for n in range(3)]
+        processes = [kit.processes.spawn(node, workers=2) for node in nodes]
+        client = kit.client(workflows.fanout(), start=False)
+        refs = [client.enqueue(workflows.FANOUT, _payload(kit, work=0.02)) for _ in range(24)]
+        for ref in refs:
+            info = client.wait(ref, timeout=TIMEOUT * 2)
+            assert info.status is cf.Status.SUCCEEDED, (info.error, kit.processes.logs())
+        used: set[str] = set()
+        for ref in refs:
+            stored = kit.stored(ref)
+            assert stored.state == cf.Status.SUCCEEDED.value
+            for step in stored.steps:
+                assert step.status is cf.StepStatus.SUCCEEDED
+                assert (step.attempt, step.reclaims) == (1, 0), f"{ref.id}/{step.name} ran twice"
+                output = kit.stored_output(ref, step.name)
+                assert output["step"] == step.name
+                used.add(output["node"])
+                executions = kit.traces.count("exec", run=ref.id, step=step.name)
+                assert executions == 1, f"{ref.id}/{step.name} executed {executions} times"
+        assert used <= set(nodes)
+        assert len(used) >= 2, f"one process did all the work ({used}): nothing was shared"
+        for process in processes:
+            assert process.alive, kit.processes.logs()
+            assert process.stop() == 0, process.log()
+
+    @_GROUP
+    @proves(Cap.LEASE, Cap.MULTI_PROCESS)
+    def test_a_killed_workers_step_is_retaken_after_its_lease_and_the_run_completes(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        client = kit.client(workflows.hold(), start=False)
+        ref = client.enqueue(workflows.HOLD, _payload(kit))
+        doomed = kit.processes.spawn("kit-doomed", lease=1.0)
+        wait_until(
+            lambda: kit.traces.count("exec", run=ref.id, step="hold", phase="started") == 1,
+            timeout=TIMEOUT,
+            what="the doomed worker to start the step",
+        )
+        doomed.kill()
+        assert doomed.returncode == -signal.SIGKILL
+        survivor = kit.processes.spawn("kit-survivor", lease=1.0)
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED, (info.error, kit.processes.logs())
+        hold = kit.stored_step(ref, "hold")
+        assert (hold.attempt, hold.reclaims) == (2, 1)
+        assert kit.stored_output(ref, "hold")["node"] == "kit-survivor"
+        assert kit.stored_output(ref, "first")["node"] == "kit-doomed"
+        assert kit.stored_output(ref, "last")["node"] == "kit-survivor"
+        for name in ("first", "last"):
+            assert kit.stored_step(ref, name).attempt == 1
+            assert kit.traces.count("exec", run=ref.id, step=name) == 1
+        started = kit.traces.read("exec", run=ref.id, step="hold", phase="started")
+        assert [(t["attempt"], t["node"]) for t in started] == [
+            (1, "kit-doomed"),
+            (2, "kit-survivor"),
+        ]
+        assert kit.traces.count("exec", run=ref.id, step="hold", phase="returned") == 1
+        assert survivor.stop() == 0, survivor.log()
+
+    @_GROUP
+    @proves(Cap.LEASE, Cap.MULTI_PROCESS)
+    def test_a_stalled_workers_late_outcome_is_fenced_out(self, cairnflow_kit: Kit) -> None:
+        kit = cairnflow_kit
+        client = kit.client(workflows.hold(), start=False)
+        ref = client.enqueue(workflows.HOLD, _payload(kit))
+        # A long poll: the stalled worker claims at start, then sits quiet,
+        # so the pause almost never lands inside one of its transactions.
+        stalled = kit.processes.spawn("kit-stalled", lease=1.0, poll=5.0, interrupt=False)
+        wait_until(
+            lambda: kit.traces.count("exec", run=ref.id, step="hold", phase="started") == 1,
+            timeout=TIMEOUT,
+            what="the worker to start the step",
+        )
+        stalled.pause()
+        rescuer = kit.processes.spawn("kit-rescuer", lease=1.0)
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED, (info.error, kit.processes.logs())
+        winner = kit.stored_output(ref, "hold")
+        assert (winner["node"], winner["attempt"]) == ("kit-rescuer", 2)
+        finished_at = kit.stored(ref).finished_at
+        # The stalled worker wakes up, finishes its attempt and offers the outcome.
+        kit.traces.flag(workflows.RELEASE)
+        stalled.resume()
+        wait_until(
+            lambda: (
+                kit.traces.count("exec", run=ref.id, step="hold", attempt=1, phase="returned") == 1
+            ),
+            timeout=TIMEOUT,
+            what="the stalled attempt to return",
+        )
+        # A clean stop waits for its workers: whatever it was going to write is written.
+        assert stalled.stop() == 0, stalled.log()
+        assert kit.stored_output(ref, "hold") == winner
+        after = kit.stored(ref)
+        assert after.state == cf.Status.SUCCEEDED.value
+        assert after.finished_at == finished_at
+        assert kit.stored_step(ref, "hold").attempt == 2
+        assert kit.stored_step(ref, "last").attempt == 1
+        assert kit.traces.count("exec", run=ref.id, step="last") == 1
+        assert rescuer.stop() == 0, rescuer.log()
+
+    @_GROUP
+    @proves(Cap.LEASE, Cap.MULTI_PROCESS)
+    def test_a_step_that_kills_every_worker_is_abandoned_after_max_reclaims(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        client = kit.client(workflows.poison(), start=False)
+        processes = [
+            kit.processes.spawn(f"kit-victim-{n}", workers=1, lease=1.0, max_reclaims=1)
+            for n in range(3)
+        ]
+        ref = client.enqueue(workflows.POISON, _payload(kit))
+        info = client.wait(ref, timeout=TIMEOUT * 2)
+        assert info.status is cf.Status.FAILED, kit.processes.logs()
+        assert info.error is not None
+        assert info.error.type == "Abandoned", info.error
+        assert "abandoned by 2 worker(s)" in info.error.message
+        assert kit.stored_step(ref, "poison").reclaims == 1
+        assert kit.traces.count("exec", run=ref.id, step="poison") == 2
+        dead = [p for p in processes if not p.alive]
+        assert len(dead) == 2, processes
+        assert all(p.returncode == -signal.SIGKILL for p in dead)
+        survivor = next(p for p in processes if p.alive)
+        assert survivor.stop() == 0, survivor.log()

@@ -1,0 +1,160 @@
+"""Refusals: what a store does not declare, the client refuses, and nothing is written.
+
+Each check runs only on a store that does *not* declare its capability (a store
+that declares it runs the tests that prove it instead). The client must raise
+:class:`~cairnflow.Unsupported` naming the capability, before any write: the
+store, read through its mandatory SPI, still holds no run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import cairnflow as cf
+from cairnflow import Cap
+
+from .._kit import Kit
+from .._markers import refuses
+from ._shared import TIMEOUT
+
+__all__ = ["REFUSALS", "STEP_REFUSALS", "Refusal", "RefusalTests"]
+
+
+def _plain() -> cf.Workflow:
+    return cf.Workflow("kit-plain", steps=[cf.Step("a", lambda c, d: d)])
+
+
+def _idle(kit: Kit, *workflows: cf.Workflow) -> cf.Client:
+    return kit.client(_plain(), *workflows, start=False)
+
+
+def _needs(cap: Cap, build: Callable[[cf.Workflow], object]) -> Callable[[Kit], None]:
+    """A refusal at ``start()``, then at ``register()`` on a running client."""
+
+    def act(kit: Kit) -> None:
+        needy = cf.Workflow("kit-needy")
+        build(needy)
+        client = kit.client(needy, start=False)
+        with pytest.raises(cf.Unsupported) as caught:
+            client.start()
+        assert caught.value.capability is cap
+        assert not client.running, "a client started with a workflow it cannot run"
+        # A client that already runs refuses the workflow at register() (raised to the test).
+        late = cf.Workflow("kit-needy-late")
+        build(late)
+        kit.client(_plain()).register(late)
+
+    return act
+
+
+def _sleep_step(wf: cf.Workflow) -> object:
+    return wf.sleep("nap", seconds=1)
+
+
+def _wait_step(wf: cf.Workflow) -> object:
+    return wf.wait("gate", signal="go")
+
+
+def _retry_step(wf: cf.Workflow) -> object:
+    return wf.step(lambda c, d: d, name="r", retry=cf.RetryPolicy(max_attempts=2))
+
+
+def _timeout_step(wf: cf.Workflow) -> object:
+    return wf.step(lambda c, d: d, name="t", timeout=5)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One operation that needs ``cap``; ``act`` performs it and must be refused."""
+
+    cap: Cap
+    id: str
+    act: Callable[[Kit], object]
+
+
+REFUSALS: tuple[Refusal, ...] = (
+    Refusal(Cap.IDEMPOTENCY, "enqueue-key", lambda k: _idle(k).enqueue("kit-plain", 1, key="k")),
+    Refusal(Cap.DELAYED_START, "enqueue-delay", lambda k: _idle(k).enqueue("kit-plain", delay=5)),
+    Refusal(
+        Cap.BATCH_ENQUEUE,
+        "enqueue-many",
+        lambda k: _idle(k).enqueue_many([cf.Job("kit-plain", 1), cf.Job("kit-plain", 2)]),
+    ),
+    Refusal(
+        Cap.TRANSACTIONAL_ENQUEUE,
+        "enqueue-tx",
+        lambda k: _idle(k).enqueue_tx(object(), "kit-plain", 1),
+    ),
+    Refusal(Cap.CLOSURE, "submit", lambda k: _idle(k).submit(print, "never printed")),
+    Refusal(Cap.SIGNAL, "signal", lambda k: _idle(k).signal("run_kitnosuchrun", "go")),
+    Refusal(Cap.SIGNAL, "wait-step", _needs(Cap.SIGNAL, _wait_step)),
+    Refusal(Cap.CANCEL, "cancel", lambda k: _idle(k).cancel("run_kitnosuchrun")),
+    Refusal(Cap.SLEEP, "sleep-step", _needs(Cap.SLEEP, _sleep_step)),
+    Refusal(Cap.RETRY, "retry-policy", _needs(Cap.RETRY, _retry_step)),
+    Refusal(Cap.STEP_TIMEOUT, "step-timeout", _needs(Cap.STEP_TIMEOUT, _timeout_step)),
+    Refusal(Cap.PAYLOAD_LIMIT, "payload-limit", lambda k: cf.Client(k.store, payload_limit=10)),
+    Refusal(
+        Cap.DATABASE_CLOCK, "database-clock", lambda k: cf.Client(k.store, database_clock=True)
+    ),
+    Refusal(Cap.RESULT, "result", lambda k: _idle(k).result("run_kitnosuchrun", timeout=1)),
+    Refusal(Cap.RUN_QUERY, "runs", lambda k: _idle(k).runs()),
+)
+"""Every client API whose capability a store may leave out."""
+
+
+def _snoozes(ctx: cf.StepContext, data: Any) -> None:
+    raise cf.Snooze(1)
+
+
+def _beats(ctx: cf.StepContext, data: Any) -> None:
+    ctx.heartbeat()
+
+
+def _reports(ctx: cf.StepContext, data: Any) -> None:
+    ctx.progress({"done": 1})
+
+
+STEP_REFUSALS: tuple[tuple[Cap, str, Callable[[cf.StepContext, Any], None]], ...] = (
+    (Cap.SNOOZE, "snooze", _snoozes),
+    (Cap.HEARTBEAT, "heartbeat", _beats),
+    (Cap.PROGRESS, "progress", _reports),
+)
+"""What a step asks of the store while it runs; refused by failing the step."""
+
+
+class RefusalTests:
+    """Undeclared capabilities are refused, loudly and before any write."""
+
+    @pytest.mark.parametrize(
+        "refusal", [pytest.param(r, marks=refuses(r.cap), id=f"{r.cap}-{r.id}") for r in REFUSALS]
+    )
+    def test_an_undeclared_capability_is_refused_and_nothing_is_written(
+        self, cairnflow_kit: Kit, refusal: Refusal
+    ) -> None:
+        with pytest.raises(cf.Unsupported, match=refusal.cap.name) as caught:
+            refusal.act(cairnflow_kit)
+        assert caught.value.capability is refusal.cap
+        assert cairnflow_kit.run_count() == 0, "a refused operation wrote a run"
+
+    @pytest.mark.parametrize(
+        ("cap", "code"),
+        [
+            pytest.param(cap, code, marks=refuses(cap), id=str(cap))
+            for cap, _, code in STEP_REFUSALS
+        ],
+    )
+    def test_an_undeclared_step_capability_fails_the_step(
+        self, cairnflow_kit: Kit, cap: Cap, code: Callable[[cf.StepContext, Any], None]
+    ) -> None:
+        wf = cf.Workflow("kit-asks", steps=[cf.Step("asks", code)])
+        client = cairnflow_kit.client(wf)
+        info = client.wait(client.enqueue("kit-asks"), timeout=TIMEOUT)
+        assert info.status is cf.Status.FAILED
+        error = info.steps["asks"].error
+        assert error is not None
+        assert (error.type, info.steps["asks"].attempts) == ("Unsupported", 1)
+        assert cap.name in error.message

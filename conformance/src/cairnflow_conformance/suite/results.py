@@ -1,0 +1,207 @@
+"""Reading runs back: results (RESULT), listings (RUN_QUERY), nodes (NODE_IDENTITY), CLOSURE."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import threading
+from typing import Any
+
+import pytest
+
+import cairnflow as cf
+from cairnflow import Cap
+
+from .._kit import Kit
+from .._markers import proves
+from ._shared import TIMEOUT, diamond
+
+__all__ = ["ClosureTests", "NodeIdentityTests", "ResultTests", "RunQueryTests"]
+
+
+class ResultTests:
+    """``Cap.RESULT``: outputs and results are read back from the store."""
+
+    @proves(Cap.RESULT)
+    def test_data_flows_along_the_dag_and_the_result_is_the_last_output(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        client = cairnflow_kit.client(diamond())
+        ref = client.enqueue("kit-diamond", 1)
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED, info.error
+        assert info.result == {"sum": 220, "payload": 1}
+        assert client.result(ref) == {"sum": 220, "payload": 1}
+        assert {n: s.output for n, s in info.steps.items()} == {
+            "start": 2,
+            "left": 20,
+            "right": 200,
+            "join": {"sum": 220, "payload": 1},
+        }
+        assert all(s.attempts == 1 and s.failures == 0 for s in info.steps.values())
+
+    @proves(Cap.RESULT)
+    def test_several_last_steps_make_a_dict_result(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-forks")
+        wf.step(lambda ctx, d: d, name="a")
+        wf.step(lambda ctx, d: f"b:{d}", name="b", after=["a"])
+        wf.step(lambda ctx, d: f"c:{d}", name="c", after=["a"])
+        client = cairnflow_kit.client(wf)
+        result = client.result(client.enqueue("kit-forks", 7), timeout=TIMEOUT)
+        assert result == {"b": "b:7", "c": "c:7"}
+
+    @proves(Cap.RESULT)
+    def test_outputs_are_read_back_exactly_by_another_client(self, cairnflow_kit: Kit) -> None:
+        value = {
+            "text": "žluťoučký kůň 🐢 \u2028 'quotes' \"and\" \\ backslashes",
+            "big_int": 2**53 + 1,
+            "float": 0.1,
+            "nested": [1, {"a": None, "b": [True, False]}, []],
+            "bulk": "x" * 200_000,
+        }
+        wf = cf.Workflow("kit-echo", steps=[cf.Step("echo", lambda c, d: d)])
+        writer = cairnflow_kit.client(wf)
+        ref = writer.enqueue("kit-echo", value)
+        writer.wait(ref, timeout=TIMEOUT)
+        reader_store = cairnflow_kit.peer_stores(1)[0]
+        reader = cairnflow_kit.client(wf, start=False, store=reader_store)
+        info = reader.info(ref)
+        assert info.status is cf.Status.SUCCEEDED
+        assert info.payload == value
+        assert info.result == value
+        assert reader.result(ref, timeout=TIMEOUT) == value
+
+    @proves(Cap.RESULT)
+    def test_the_result_of_a_failed_run_raises_run_failed_with_the_error(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        wf = cf.Workflow("kit-boom")
+        wf.step(lambda ctx, d: 1 / 0, name="divide")
+        client = cairnflow_kit.client(wf)
+        ref = client.enqueue("kit-boom")
+        with pytest.raises(cf.RunFailed, match=r"ended failed: ZeroDivisionError in step 'divide'"):
+            client.result(ref, timeout=TIMEOUT)
+        info = client.info(ref)
+        assert info.result is None
+        assert info.error is not None
+        assert info.error.traceback is not None
+        assert "1 / 0" in info.error.traceback
+
+
+class RunQueryTests:
+    """``Cap.RUN_QUERY``: runs are listed and filtered by workflow, status and labels."""
+
+    @proves(Cap.RUN_QUERY)
+    def test_runs_are_listed_newest_first_filtered_and_paged(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-listed")
+
+        @wf.step
+        def check(ctx: cf.StepContext, n: int) -> int:
+            if n % 3 == 0:
+                raise cf.Permanent("multiple of three")
+            return n
+
+        other_wf = cf.Workflow("kit-other", steps=[cf.Step("a", lambda c, d: d)])
+        client = cairnflow_kit.client(wf, other_wf)
+        refs = [
+            client.enqueue("kit-listed", n, labels={"parity": "even" if n % 2 == 0 else "odd"})
+            for n in range(1, 10)
+        ]
+        other = client.enqueue("kit-other", 1, labels={"parity": "even", "team": "b"})
+        for ref in [*refs, other]:
+            client.wait(ref, timeout=TIMEOUT)
+        everything = client.runs(limit=100)
+        assert [r.id for r in everything.runs] == [other.id, *[r.id for r in reversed(refs)]]
+        assert everything.cursor is None
+        failed = client.runs(workflow="kit-listed", status="failed")
+        assert sorted(r.id for r in failed.runs) == sorted(refs[i].id for i in (2, 5, 8))
+        assert all(
+            r.error is not None and r.error.message == "multiple of three" for r in failed.runs
+        )
+        succeeded = client.runs(status=[cf.Status.SUCCEEDED])
+        assert len(succeeded.runs) == 7
+        even = client.runs(labels={"parity": "even"})
+        assert sorted(r.id for r in even.runs) == sorted(
+            [other.id, *(refs[i].id for i in (1, 3, 5, 7))]
+        )
+        assert [r.id for r in client.runs(labels={"parity": "even", "team": "b"}).runs] == [
+            other.id
+        ]
+        assert client.runs(labels={"parity": "none"}).runs == ()
+        first = everything.runs[0]
+        assert (first.workflow, first.queue, first.status) == ("kit-other", "default", "succeeded")
+        assert dict(first.labels) == {"parity": "even", "team": "b"}
+        assert {k: v for k, v in first.step_counts.items() if v} == {"succeeded": 1}
+        pages: list[list[str]] = []
+        cursor: str | None = None
+        while True:
+            page = client.runs(workflow="kit-listed", limit=4, cursor=cursor)
+            pages.append([r.id for r in page.runs])
+            cursor = page.cursor
+            if cursor is None:
+                break
+        assert [len(p) for p in pages] == [4, 4, 1]
+        assert functools.reduce(operator.iadd, pages, []) == [r.id for r in reversed(refs)]
+
+    @proves(Cap.RUN_QUERY)
+    def test_unfinished_runs_are_listed_by_their_status(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-unstarted", steps=[cf.Step("a", lambda c, d: d)])
+        client = cairnflow_kit.client(wf, start=False)  # nothing runs them
+        refs = [client.enqueue("kit-unstarted", n) for n in range(3)]
+        queued = client.runs(status="queued")
+        assert sorted(r.id for r in queued.runs) == sorted(r.id for r in refs)
+        assert all(r.finished_at_ns is None for r in queued.runs)
+        assert client.runs(status="succeeded").runs == ()
+        assert client.runs(workflow="kit-nothing").runs == ()
+
+
+class NodeIdentityTests:
+    """``Cap.NODE_IDENTITY``: each attempt records the node that ran it."""
+
+    @proves(Cap.NODE_IDENTITY)
+    def test_each_attempt_records_the_node_that_ran_it(self, cairnflow_kit: Kit) -> None:
+        started = threading.Event()
+        seen: list[tuple[str, str]] = []
+        wf = cf.Workflow("kit-nodes")
+
+        @wf.step
+        def work(ctx: cf.StepContext, data: Any) -> None:
+            seen.append((ctx.step, ctx.node_id))
+            if ctx.node_id == "kit-node-a":
+                started.set()
+                ctx.cancel_event.wait(TIMEOUT)  # until node a stops and hands it back
+
+        wf.step(lambda ctx, d: seen.append((ctx.step, ctx.node_id)), name="after", after=[work])
+        a = cairnflow_kit.client(wf, node_id="kit-node-a", lease=60, interrupt=False)
+        ref = a.enqueue("kit-nodes")
+        assert started.wait(TIMEOUT)
+        running = a.info(ref).steps["work"]
+        assert (running.status, running.node) == (cf.StepStatus.RUNNING, "kit-node-a")
+        a.stop()
+        b = cairnflow_kit.client(wf, node_id="kit-node-b")
+        info = b.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED
+        assert info.steps["work"].node == "kit-node-b"
+        assert info.steps["work"].attempts == 2
+        assert info.steps["after"].node == "kit-node-b"
+        assert seen == [("work", "kit-node-a"), ("work", "kit-node-b"), ("after", "kit-node-b")]
+
+
+class ClosureTests:
+    """``Cap.CLOSURE``: an unregistered callable is submitted and run (in-process stores)."""
+
+    @proves(Cap.CLOSURE, requires=[Cap.RESULT])
+    def test_submit_runs_an_unregistered_callable(self, cairnflow_kit: Kit) -> None:
+        client = cairnflow_kit.client()
+        ref = client.submit(lambda a, b: a + b, 2, b=3)
+        assert client.result(ref, timeout=TIMEOUT) == 5
+
+        async def later(text: str) -> str:
+            return text.upper()
+
+        assert client.result(client.submit(later, "async"), timeout=TIMEOUT) == "ASYNC"
+        failing = client.submit(lambda: 1 / 0)
+        info = client.wait(failing, timeout=TIMEOUT)
+        assert info.status is cf.Status.FAILED
+        assert info.error is not None
+        assert info.error.type == "ZeroDivisionError"

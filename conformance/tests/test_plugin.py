@@ -1,0 +1,362 @@
+"""The plugin's rules, run on small projects in a fresh pytest process each (pytester).
+
+Every project tests a memory store that declares a few capabilities only, so a
+full run of the kit stays short; subprocesses keep the projects' monkeying
+(a kit function marked in place, say) out of this session.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+import pytest
+
+from cairnflow import Cap
+from cairnflow_conformance import proving_tests
+
+BARE = ("RESULT", "RUN_QUERY", "SNOOZE")
+"""What the bare store of most projects declares: few tests, and SNOOZE has one."""
+
+
+def project(
+    pytester: pytest.Pytester,
+    *,
+    caps: tuple[str, ...] = BARE,
+    suite: str = "pass",
+    store: str = "",
+    conftest_extra: str = "",
+    target: bool = True,
+) -> None:
+    """Write a driver's conftest (a MemoryStore declaring ``caps``) and a suite subclass."""
+    declared = ", ".join(f"cf.Cap.{c}" for c in caps)
+    fixture = (
+        textwrap.dedent(
+            """
+            @pytest.fixture(scope="session")
+            def cairnflow_target():
+                return StoreTarget(factory=lambda namespace: BareStore())
+            """
+        )
+        if target
+        else ""
+    )
+    header = textwrap.dedent(
+        f"""
+        import pytest
+        import cairnflow as cf
+        from cairnflow.store import MemoryStore
+        from cairnflow_conformance import StoreTarget
+
+        pytest_plugins = ["cairnflow_conformance.plugin"]
+
+        class BareStore(MemoryStore):
+            capabilities = frozenset({{{declared}}})
+        """
+    )
+    methods = textwrap.indent(textwrap.dedent(store), "    ")
+    pytester.makeconftest(header + methods + fixture + textwrap.dedent(conftest_extra))
+    pytester.makepyfile(
+        test_kit=textwrap.dedent(
+            """
+            import pytest
+            from cairnflow_conformance import ConformanceSuite, Kit
+
+            class TestBare(ConformanceSuite):
+            """
+        )
+        + textwrap.indent(textwrap.dedent(suite), "    ")
+    )
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """Run the project in a fresh interpreter, writing report.json."""
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-rs", "--conformance-report=report.json", *args
+    )
+
+
+def report(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The JSON report the run wrote."""
+    data: dict[str, Any] = json.loads((pytester.path / "report.json").read_text())
+    return data
+
+
+def xfail_overrides(cap: Cap, reason: str = "removed for this test") -> str:
+    """A suite body overriding every kit test proving ``cap`` with an xfail that fails."""
+    names = proving_tests()[cap]
+    return "\n".join(
+        textwrap.dedent(
+            f"""
+            @pytest.mark.xfail(reason={reason!r}, strict=True)
+            def {name}(self, cairnflow_kit: Kit) -> None:
+                raise AssertionError("not run: the test is removed")
+            """
+        )
+        for name in names
+    )
+
+
+# -- the proof gate -------------------------------------------------------------------------
+def test_a_full_run_passes_and_reports_declared_equal_to_proven(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    result = run(pytester)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*cairnflow conformance*",
+            "*3 declared, 3 proven*",
+            "*proof gate passed*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*the store does not declare SLEEP*"])
+    data = report(pytester)
+    assert data["kit"]["distribution"] == "cairnflow-conformance"
+    assert data["core"]["spi_version"] == data["spi_version"] == "1.0"
+    assert data["driver"]["name"] == "memory"
+    assert data["driver"]["distribution"] == "cairnflow"
+    assert "server" in data
+    assert data["declared"] == ["result", "run_query", "snooze"]
+    assert sorted(data["proven"]) == data["declared"]
+    assert data["unproven"] == []
+    assert data["gate"] == "passed"
+    assert data["subset"] == []
+    assert data["exit_status"] == 0
+    snooze_tests = data["proven"]["snooze"]
+    assert snooze_tests
+    assert all(t.startswith("test_kit.py::TestBare::test_") for t in snooze_tests)
+    # Undeclared capabilities: their proofs skipped, their refusals checked.
+    assert {"sleep", "signal", "lease", "durable"} <= set(data["skipped"])
+    assert {"sleep", "signal", "closure", "cancel", "transactional_enqueue"} <= set(data["refused"])
+    assert data["failed"] == {}
+    assert data["baseline"]["passed"]
+    tests = {t["id"]: t for t in data["tests"]}
+    assert all(tests[t]["outcome"] == "passed" for ids in data["proven"].values() for t in ids)
+
+
+def test_removing_a_capabilitys_only_test_fails_the_session_naming_it(
+    pytester: pytest.Pytester,
+) -> None:
+    project(pytester, suite=xfail_overrides(Cap.SNOOZE))
+    result = run(pytester)
+    assert result.ret == 1, result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert "failed" not in outcomes
+    assert "errors" not in outcomes
+    assert outcomes["xfailed"] == len(proving_tests()[Cap.SNOOZE])
+    result.stdout.fnmatch_lines(
+        [
+            "*UNPROVEN: snooze (no kit test proving it passed on this store)*",
+            "*proof gate FAILED: declared but unproven: snooze*",
+        ]
+    )
+    data = report(pytester)
+    assert data["gate"] == "failed"
+    assert data["unproven"] == ["snooze"]
+    assert data["exit_status"] == 1
+    assert "snooze" in data["xfailed"]
+    assert "snooze" not in data["proven"]
+
+
+def test_the_gate_holds_under_xdist(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project(pytester, suite=xfail_overrides(Cap.SNOOZE))
+    result = run(pytester, "-n", "2")
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["*proof gate FAILED: declared but unproven: snooze*"])
+    data = report(pytester)
+    assert (data["gate"], data["unproven"]) == ("failed", ["snooze"])
+    assert sorted(data["proven"]) == ["result", "run_query"]
+
+
+def test_a_declared_capability_no_kit_test_proves_fails_the_session(
+    pytester: pytest.Pytester,
+) -> None:
+    project(pytester, caps=("RESULT", "RUN_QUERY", "CRON"))
+    result = run(pytester)
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["*UNPROVEN: cron (no kit test proves it yet)*"])
+    data = report(pytester)
+    assert data["untested"] == ["cron"]
+    assert data["unproven"] == ["cron"]
+
+
+def test_a_failing_proof_leaves_its_capability_unproven(pytester: pytest.Pytester) -> None:
+    broken = """
+    def finish(self, token, outcome, now):
+        # A broken store: a snoozed step is due at once.
+        from cairnflow.store import Snoozed
+        if isinstance(outcome, Snoozed):
+            outcome = Snoozed(until=now)
+        return super().finish(token, outcome, now)
+    """
+    project(pytester, store=broken)
+    result = run(pytester)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*TestBare.test_snooze_*", "*UNPROVEN: snooze*"])
+    data = report(pytester)
+    assert list(data["failed"]) == ["snooze"]
+    assert data["unproven"] == ["snooze"]
+
+
+def test_a_subset_run_turns_the_gate_into_a_warning(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    result = run(pytester, "-k", "snooze")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*proof gate WARNING (subset run, not a verdict)*result*",
+            "*subset run: -k 'snooze'*",
+        ]
+    )
+    data = report(pytester)
+    assert data["gate"] == "warning"
+    assert data["subset"][0] == "-k 'snooze'"
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["in-process", "xdist"])
+def test_a_plugin_that_deselects_kit_tests_makes_a_subset_run(
+    pytester: pytest.Pytester, xdist: bool
+) -> None:
+    if xdist:
+        pytest.importorskip("xdist")
+    pytester.makepyfile(
+        deselector="""
+        def pytest_collection_modifyitems(config, items):
+            dropped = [i for i in items if "snooze" in i.name]
+            items[:] = [i for i in items if i not in dropped]
+            config.hook.pytest_deselected(items=dropped)
+        """
+    )
+    project(pytester)
+    result = run(pytester, "-p", "deselector", *(["-n", "2"] if xdist else []))
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*proof gate WARNING*snooze*", "*kit test(s) deselected*"])
+    assert report(pytester)["gate"] == "warning"
+
+
+def test_a_missing_target_fixture_says_what_to_write(pytester: pytest.Pytester) -> None:
+    project(pytester, target=False)
+    result = run(pytester, "-k", "plain_run")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*needs a fixture named cairnflow_target*StoreTarget*"])
+
+
+# -- capability names -------------------------------------------------------------------------
+def test_an_unknown_capability_name_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    pytester.makepyfile(
+        test_typo="""
+        from cairnflow_conformance import proves
+
+        @proves("sleeep")
+        def test_typo():
+            pass
+        """
+    )
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*ERROR collecting test_typo.py*", "*unknown capability 'sleeep'*did you mean 'sleep'*"]
+    )
+
+
+@pytest.mark.parametrize(
+    "mark",
+    ['pytest.mark.proves("nope")', 'pytest.mark.proves("result", requires=["nope"])'],
+    ids=["proves", "requires"],
+)
+def test_an_unknown_name_in_a_raw_marker_is_a_collection_error(
+    pytester: pytest.Pytester, mark: str
+) -> None:
+    project(pytester)
+    pytester.makepyfile(
+        test_raw=f"""
+        import pytest
+
+        @{mark}
+        def test_raw():
+            pass
+        """
+    )
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*ERROR collecting test_raw.py*", "*unknown capability 'nope'*"])
+
+
+# -- what a suite may do to the kit's tests ---------------------------------------------------
+def test_overriding_a_kit_test_without_xfail_fails(pytester: pytest.Pytester) -> None:
+    project(
+        pytester,
+        suite="""
+        def test_a_plain_run_succeeds(self, cairnflow_kit: Kit) -> None:
+            pass  # "passes" without testing anything
+        """,
+    )
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR collecting*",
+            "*TestBare.test_a_plain_run_succeeds overrides a kit test without "
+            "pytest.mark.xfail(reason=...)*",
+        ]
+    )
+
+
+def test_deleting_a_kit_test_fails(pytester: pytest.Pytester) -> None:
+    project(pytester, suite="test_a_plain_run_succeeds = None")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*TestBare.test_a_plain_run_succeeds: kit test deleted*"])
+
+
+def test_an_xfail_without_a_reason_is_not_enough(pytester: pytest.Pytester) -> None:
+    project(
+        pytester,
+        suite="""
+        @pytest.mark.xfail
+        def test_a_plain_run_succeeds(self, cairnflow_kit: Kit) -> None:
+            raise AssertionError
+        """,
+    )
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*overrides a kit test without pytest.mark.xfail(reason=...)*"])
+
+
+def test_marking_the_kits_own_function_in_place_fails(pytester: pytest.Pytester) -> None:
+    project(
+        pytester,
+        suite="""
+        test_a_plain_run_succeeds = pytest.mark.skip(reason="not today")(
+            ConformanceSuite.test_a_plain_run_succeeds
+        )
+        """,
+    )
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*the kit's own test function was marked pytest.mark.skip*"])
+
+
+def test_an_xfail_override_with_a_reason_is_accepted(pytester: pytest.Pytester) -> None:
+    # RESULT has other passing tests, so the gate still passes.
+    project(
+        pytester,
+        suite="""
+        @pytest.mark.xfail(reason="our outputs lose precision (issue 12)", strict=True)
+        def test_several_last_steps_make_a_dict_result(self, cairnflow_kit: Kit) -> None:
+            raise AssertionError("known broken")
+        """,
+    )
+    result = run(pytester)
+    assert result.ret == 0, result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes["xfailed"] == 1
+    assert "failed" not in outcomes
+    data = report(pytester)
+    assert data["gate"] == "passed"
+    assert data["xfailed"] == {
+        "result": ["test_kit.py::TestBare::test_several_last_steps_make_a_dict_result"]
+    }
