@@ -19,8 +19,10 @@ nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests"]
 
 CORE = "./core"
-DRIVERS = {"sqlite": "./drivers/sqlite"}
+DRIVERS = {"sqlite": "./drivers/sqlite", "postgres": "./drivers/postgres"}
 CONFORMANCE = "./conformance"
+EXAMPLE_DRIVER = "./examples/third-party-driver"
+TYPED = ["core/src", f"{CONFORMANCE}/src", f"{EXAMPLE_DRIVER}/src"]
 TEST_DEPS = ["pytest>=8", "pytest-xdist>=3.5", "pytest-timeout>=2.3"]
 DEMO_DB = ROOT / ".cairnflow-demo" / "demo.db"
 
@@ -32,8 +34,16 @@ def _editable(*paths: str) -> list[str]:
     return args
 
 
+# What a driver needs installed with it on a fresh machine (psycopg's wheels carry libpq).
+EXTRAS = {"postgres": "[binary]"}
+
+
+def _drivers() -> list[str]:
+    return [path + EXTRAS.get(name, "") for name, path in DRIVERS.items()]
+
+
 def _install_all(session: nox.Session, *extra: str) -> None:
-    session.install(*_editable(CORE, *DRIVERS.values()), *TEST_DEPS, *extra)
+    session.install(*_editable(CORE, CONFORMANCE, *_drivers()), *TEST_DEPS, *extra)
 
 
 @nox.session
@@ -47,7 +57,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against the raw SQL loop of each engine (``-- --engine X --quick --json F``)."""
-    session.install(*_editable(CORE, *DRIVERS.values()))
+    session.install(*_editable(CORE, *_drivers()))
     session.run("python", "bench/run.py", *session.posargs)
 
 
@@ -62,7 +72,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every distribution's sources."""
     _install_all(session, "mypy>=1.10")
-    session.run("mypy", "--strict", "core/src", *[f"{p}/src" for p in DRIVERS.values()])
+    session.run("mypy", "--strict", *TYPED, *[f"{p}/src" for p in DRIVERS.values()])
 
 
 @nox.session
@@ -70,7 +80,99 @@ def tests(session: nox.Session) -> None:
     """Everything CI runs: lint, types, unit and integration tests, conformance."""
     _install_all(session, "ruff>=0.5", "mypy>=1.10")
     session.run("ruff", "check", ".")
-    session.run("mypy", "--strict", "core/src", *[f"{p}/src" for p in DRIVERS.values()])
+    session.run("mypy", "--strict", *TYPED, *[f"{p}/src" for p in DRIVERS.values()])
     pytest = ["pytest", "-p", "no:cacheprovider", *session.posargs]
     session.run(*pytest, "core/tests")
-    session.run(*pytest, "drivers/sqlite/tests")
+    # The SQLite driver's tests include the whole kit; its report must show declared == proven.
+    _kit(session, "drivers/sqlite/tests", "sqlite", *session.posargs)
+    # So do the Postgres driver's (CAIRNFLOW_TEST_POSTGRES_URL, set by .ci/run).
+    _kit(session, "drivers/postgres/tests", "postgres", *session.posargs)
+    # The kit's self-tests and the whole kit on memory://; the example driver is
+    # installed too, so the self-tests see every capability some store implements.
+    session.install("-e", EXAMPLE_DRIVER)
+    report = "conformance-report-memory.json"
+    session.run(*pytest, "-n", "2", "conformance/tests", f"--conformance-report={report}")
+    if not session.posargs:  # a -k/-m subset is never a verdict
+        session.run("python", "-m", "cairnflow_conformance.report", report)
+    # The example third-party driver runs the kit from a fresh virtualenv of its own.
+    session.notify("conformance-example")
+
+
+def _kit(session: nox.Session, tests: str, name: str, *args: str) -> None:
+    """Run ``tests`` (which subclass the kit) and check that the report proves what is declared."""
+    report = f"conformance-report-{name}.json"
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        tests,
+        f"--conformance-report={report}",
+        *args,
+    )
+    if not args:  # a -k/-m subset is never a verdict
+        session.run("python", "-m", "cairnflow_conformance.report", report)
+
+
+@nox.session(name="conformance-sqlite")
+def conformance_sqlite(session: nox.Session) -> None:
+    """The conformance kit on a SQLite file; writes conformance-report-sqlite.json."""
+    session.install(*_editable(CORE, CONFORMANCE, DRIVERS["sqlite"]), *TEST_DEPS)
+    _kit(session, "drivers/sqlite/tests/test_conformance.py", "sqlite", *session.posargs)
+
+
+@nox.session(name="conformance-postgres")
+def conformance_postgres(session: nox.Session) -> None:
+    """The conformance kit on PostgreSQL; writes conformance-report-postgres.json.
+
+    The server is ``CAIRNFLOW_TEST_POSTGRES_URL`` (``.ci/run`` sets it to the local
+    one), else a ``postgres:16`` container through testcontainers.
+    """
+    session.install(
+        *_editable(CORE, f"{CONFORMANCE}[containers]", f"{DRIVERS['postgres']}[binary]"),
+        *TEST_DEPS,
+    )
+    _kit(session, "drivers/postgres/tests/test_conformance.py", "postgres", *session.posargs)
+
+
+@nox.session(name="conformance-memory")
+def conformance_memory(session: nox.Session) -> None:
+    """The conformance kit on memory://; writes conformance-report-memory.json."""
+    session.install(*_editable(CORE, CONFORMANCE), *TEST_DEPS)
+    report = "conformance-report-memory.json"
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        "conformance/tests/test_memory.py",
+        f"--conformance-report={report}",
+        *session.posargs,
+    )
+    session.run("python", "-m", "cairnflow_conformance.report", report)
+
+
+@nox.session(name="conformance-example", reuse_venv=False)
+def conformance_example(session: nox.Session) -> None:
+    """The example third-party driver through the kit, built and installed into a fresh venv.
+
+    Nothing is editable here: the driver must work as a wheel, found through its
+    entry point; writes conformance-report-example.json.
+    """
+    # uv would install workspace members editable (tool.uv.sources): ask for wheels.
+    fresh = ["--reinstall", "--no-sources"] if session.venv_backend == "uv" else []
+    session.install(*fresh, CORE, CONFORMANCE, EXAMPLE_DRIVER, *TEST_DEPS)
+    report = ROOT / "conformance-report-example.json"
+    session.chdir(EXAMPLE_DRIVER)
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        f"--conformance-report={report}",
+        *session.posargs,
+    )
+    session.run("python", "-m", "cairnflow_conformance.report", str(report))

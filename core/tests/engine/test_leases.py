@@ -324,7 +324,7 @@ class Outage:
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._inner, name)
-        if name not in {"finish", "finish_many"}:
+        if name not in {"finish", "finish_many", "finish_and_claim"}:
             return target
 
         def flaky(*args: Any, **kwargs: Any) -> Any:

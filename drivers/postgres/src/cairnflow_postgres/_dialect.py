@@ -1,0 +1,166 @@
+"""How PostgreSQL differs: row locks, SKIP LOCKED, transactional DDL, advisory locks.
+
+Transactions run at READ COMMITTED. psycopg opens them implicitly on a
+connection with autocommit off (the store's own pool), so :meth:`begin` costs
+nothing there; on a connection the application configured differently it
+states the isolation level itself. A claim is the SQL layer's one
+``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING ...``:
+concurrent claims skip each other's rows instead of queueing behind them.
+
+Migrations are serialised across processes by a session-level advisory lock
+on a key hashed from the namespace, and every migration file runs in one
+transaction (Postgres DDL is transactional: a file applies whole or not at all).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg import IsolationLevel
+from psycopg.pq import TransactionStatus
+from psycopg_pool import PoolClosed, PoolTimeout
+
+from cairnflow.sql import Cursor, Dialect, ErrorClass, Tables, default_classifier
+
+__all__ = ["PostgresDialect", "advisory_key", "classify"]
+
+log = logging.getLogger("cairnflow.postgres")
+
+UNIQUE = frozenset({"23505"})
+"""unique_violation: an idempotency key (or an id) is already held."""
+RETRYABLE = frozenset({"40001", "40P01", "55P03"})
+"""serialization_failure, deadlock_detected, lock_not_available: run the transaction again."""
+UNAVAILABLE = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
+"""admin_shutdown, crash_shutdown, cannot_connect_now, and the server closing an idle session
+(idle_session_timeout, idle_in_transaction_session_timeout); with class 08 (connection
+exceptions): the session is gone, another connection may work."""
+
+
+def classify(error: BaseException) -> ErrorClass:
+    """Sort a psycopg error by its SQLSTATE (see the module constants).
+
+    Errors without a SQLSTATE that mean "no connection" are unavailable too: a
+    connection lost mid-query (``OperationalError``), a connection already
+    closed (``InterfaceError``), and a pool that had no connection to lend in
+    time or was closed. Anything else falls back to
+    :func:`cairnflow.sql.default_classifier`.
+    """
+    if isinstance(error, PoolTimeout | PoolClosed):
+        return ErrorClass(unavailable=True)
+    if isinstance(error, psycopg.Error):
+        sqlstate = error.sqlstate
+        if sqlstate is not None:
+            if sqlstate in UNIQUE:
+                return ErrorClass(unique_violation=True)
+            if sqlstate in RETRYABLE:
+                return ErrorClass(retryable=True)
+            if sqlstate.startswith("08") or sqlstate in UNAVAILABLE:
+                return ErrorClass(unavailable=True)
+            return ErrorClass()
+        if isinstance(error, psycopg.OperationalError):
+            return ErrorClass(unavailable=True)
+        if isinstance(error, psycopg.InterfaceError) and "closed" in str(error):
+            return ErrorClass(unavailable=True)
+        return ErrorClass()
+    return default_classifier(error)
+
+
+def advisory_key(namespace: str) -> int:
+    """A signed 64-bit advisory lock key for ``namespace``, stable across releases."""
+    digest = hashlib.sha256(f"cairnflow:migrate:{namespace}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _connection(cursor: Cursor) -> psycopg.Connection[Any]:
+    conn: psycopg.Connection[Any] = cursor.connection
+    return conn
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL 12 and newer, through psycopg 3."""
+
+    name = "postgres"
+    paramstyle = "format"
+    quote_char = '"'
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    # clock_timestamp() moves during a transaction (now() would not); microseconds, as integer
+    # nanoseconds. EXTRACT returns numeric from Postgres 14 on, so the product is exact.
+    now_sql = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint * 1000"
+
+    def begin(self, cursor: Cursor, *, write: bool) -> None:
+        """Make sure the transaction is at READ COMMITTED, as cheaply as the connection allows.
+
+        The store's own pool configures every connection for it, so this sends
+        nothing. An application's pool may lend autocommit connections (a
+        ``BEGIN`` is needed, or every statement would commit alone) or ones at
+        another isolation level (the claim's SKIP LOCKED is designed for READ
+        COMMITTED); then the level is stated for this transaction only.
+        """
+        conn = _connection(cursor)
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            return
+        if conn.autocommit:
+            cursor.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        elif conn.isolation_level != IsolationLevel.READ_COMMITTED:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+
+    def classify(self, error: BaseException) -> ErrorClass:
+        """Sort a psycopg error by SQLSTATE (:func:`classify`)."""
+        return classify(error)
+
+    @contextlib.contextmanager
+    def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
+        """Hold a session-level advisory lock on the namespace for the whole migration.
+
+        The lock is taken and committed before the first migration transaction
+        (a session lock outlives commits), and released in ``finally``. If the
+        release itself fails on a live connection, the connection is closed so
+        the pool never lends a session that still holds the lock.
+        """
+        conn = _connection(cursor)
+        lock = advisory_key(key)
+        cursor.execute("SELECT pg_advisory_lock(%s)", (lock,))
+        if not conn.autocommit:
+            conn.commit()
+        try:
+            yield
+        finally:
+            try:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()
+                cursor.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+                if not conn.autocommit:
+                    conn.commit()
+            except Exception:
+                # A dead session released its locks with it; a live one must not go back
+                # to the pool holding the lock.
+                log.warning(
+                    "could not release the migration lock; closing the connection", exc_info=True
+                )
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def prepare_namespace(self, cursor: Cursor, tables: Tables) -> None:
+        """Create the schema when it does not exist yet.
+
+        Existence is checked first: ``CREATE SCHEMA IF NOT EXISTS`` checks the
+        CREATE privilege on the database before it checks existence, so a role
+        allowed to use an existing schema could not migrate into it otherwise.
+        """
+        if tables.schema is None:
+            return
+        cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (tables.schema,))
+        if cursor.fetchone() is None:
+            cursor.execute(f"CREATE SCHEMA IF NOT EXISTS {self.quote(tables.schema)}")
+
+    def server_version(self, cursor: Cursor) -> str | None:
+        """``PostgreSQL 15.4``."""
+        cursor.execute("SHOW server_version")
+        row = cursor.fetchone()
+        return None if row is None else f"PostgreSQL {str(row[0]).split()[0]}"

@@ -1,0 +1,387 @@
+"""``postgresql://...``: the SQL store on PostgreSQL, for many workers on many machines."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import IsolationLevel
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import ConnStatus, TransactionStatus
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from cairnflow import CairnError, Cap, InvalidName, Unavailable, ids
+from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
+from cairnflow.store import NewRun, StoreInfo
+
+from ._dialect import PostgresDialect
+from ._notify import PgNotifier, channel_name, lend_alive
+from ._version import __version__
+
+__all__ = ["POSTGRES_CAPABILITIES", "PostgresStore"]
+
+log = logging.getLogger("cairnflow.postgres")
+
+POSTGRES_CAPABILITIES = SQL_CAPABILITIES | {
+    Cap.NOTIFY,
+    Cap.TRANSACTIONAL_ENQUEUE,
+    Cap.DATABASE_CLOCK,
+}
+"""Every capability of the SQL layer, plus LISTEN/NOTIFY wake-ups, enqueueing inside the
+application's transaction, and the server's clock."""
+
+SCHEMES = ("postgresql", "postgres")
+_SAVEPOINT = "cairnflow_enqueue"
+
+# Options from_url reads from keyword arguments and from the URL's query string (libpq would
+# refuse them), converting the strings a command line gives.
+_BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True}
+_BOOL_WORDS |= {"0": False, "false": False, "no": False, "off": False}
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word not in _BOOL_WORDS:
+        raise ValueError(f"expected a boolean (true/false, on/off, 1/0), got {value!r}")
+    return _BOOL_WORDS[word]
+
+
+_URL_OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "table_prefix": str,
+    "schema": str,
+    "min_size": int,
+    "max_size": int,
+    "pool_timeout": float,
+    "notify": _to_bool,
+    "notify_debounce": float,
+    "tx_attempts": int,
+}
+
+
+def redact(conninfo: str) -> str:
+    """``postgresql://user@host:port/dbname``: what a report may show (never a password)."""
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "postgresql://?"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = str(parts.get("host") or "")
+    port = f":{parts['port']}" if parts.get("port") else ""
+    dbname = f"/{parts['dbname']}" if parts.get("dbname") else ""
+    return f"postgresql://{user}{host}{port}{dbname}"
+
+
+def _check_schema_name(schema: str | None) -> None:
+    # The SQL layer's pattern already refuses quotes, dots and capitals; Postgres reserves these.
+    if schema is not None and (schema.startswith("pg_") or schema == "information_schema"):
+        raise InvalidName(
+            f"invalid schema {schema!r}: names starting with pg_ and information_schema "
+            f"belong to PostgreSQL"
+        )
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    # Stated once per connection: psycopg then opens every transaction at this level, and
+    # the dialect's begin() has nothing to send.
+    conn.isolation_level = IsolationLevel.READ_COMMITTED
+
+
+class _PoolConnections:
+    """The SQL layer's ``Connections`` over a psycopg pool (ours or the application's)."""
+
+    def __init__(self, pool: ConnectionPool[Any], *, owned: bool) -> None:
+        self.pool = pool
+        self.owned = owned
+        self.server: str | None = None
+        """``PostgreSQL 15.4``, learnt from the first connection lent (libpq reports it)."""
+        self._probed_at = float("-inf")
+
+    @contextlib.contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            conn = lend_alive(self.pool, self.pool.timeout if timeout is None else timeout)
+        except PoolClosed as error:
+            raise Unavailable(f"postgres store is unavailable: {error}") from error
+        except PoolTimeout as error:
+            raise Unavailable(
+                f"postgres store is unavailable: {error} (the server does not answer, or all "
+                f"{self.pool.max_size} connections of the pool are lent: size it above "
+                f"workers + 2)"
+            ) from error
+        if self.server is None:
+            self.server = _server_name(conn.info.server_version)
+        try:
+            yield conn
+        finally:
+            # The SQL layer commits or rolls back itself; this only guards the pool against
+            # a connection handed back mid-transaction.
+            open_transaction = conn.info.transaction_status in (
+                TransactionStatus.INTRANS,
+                TransactionStatus.INERROR,
+            )
+            if not conn.closed and conn.pgconn.status == ConnStatus.OK and open_transaction:
+                with contextlib.suppress(Exception):
+                    conn.rollback()
+            self.pool.putconn(conn)
+
+    def probe(self, timeout: float) -> str | None:
+        """The server's name and version; asks a connection at most once a minute."""
+        now = time.monotonic()
+        if self.server is None and now - self._probed_at >= 60:
+            self._probed_at = now
+            with contextlib.suppress(Exception), self.connection(timeout):
+                pass
+        return self.server
+
+    def close(self) -> None:
+        if self.owned:
+            self.pool.close()
+
+
+def _server_name(version: int) -> str:
+    # libpq's number: 150004 is 15.4 (Postgres 10 and newer), 90624 is 9.6.24.
+    if version >= 100000:
+        return f"PostgreSQL {version // 10000}.{version % 10000}"
+    return f"PostgreSQL {version // 10000}.{version // 100 % 100}.{version % 100}"
+
+
+class PostgresStore(SQLStore):
+    """A store in PostgreSQL: durable, shared by every process of every machine.
+
+    Give it a ``dsn`` (a ``postgresql://`` URL or a libpq ``key=value``
+    string) and it opens a :class:`psycopg_pool.ConnectionPool` of
+    ``min_size`` to ``max_size`` connections, waiting up to ``pool_timeout``
+    seconds for a free one. Or give it the application's own ``pool`` (a
+    ``psycopg_pool.ConnectionPool``): the store then opens no connection of its
+    own and never closes that pool. Either way the pool must hold the client's
+    ``workers``, plus one for the notification listener, plus one for the
+    dispatcher and lease renewals.
+
+    ``schema`` (created by :meth:`migrate` when absent) and ``table_prefix``
+    name the namespace; both are validated and quoted. ``notify`` (default on)
+    wakes idle clients on other machines through LISTEN/NOTIFY, debounced by
+    ``notify_debounce`` seconds; polling stays on underneath. Claims use
+    ``FOR UPDATE SKIP LOCKED`` at READ COMMITTED.
+    """
+
+    capabilities = POSTGRES_CAPABILITIES
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: ConnectionPool[Any] | None = None,
+        schema: str | None = None,
+        table_prefix: str = "cf_",
+        min_size: int = 1,
+        max_size: int = 10,
+        pool_timeout: float = 30.0,
+        notify: bool = True,
+        notify_debounce: float = 0.01,
+        id_generator: ids.IdGenerator = ids.default_id_generator,
+        error_classifier: ErrorClassifier | None = None,
+        tx_attempts: int = 5,
+    ) -> None:
+        if (dsn is None) == (pool is None):
+            raise ValueError("PostgresStore takes exactly one of dsn= and pool=")
+        dialect = PostgresDialect()
+        # Every identifier is checked before anything is opened: a refused name opens nothing.
+        Tables.build(table_prefix, schema, dialect.quote)
+        _check_schema_name(schema)
+        for name, size in (("min_size", min_size), ("max_size", max_size)):
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {size!r}")
+        if max_size < max(min_size, 1):
+            raise ValueError(f"max_size must be >= max(min_size, 1), got {max_size!r}")
+        if not pool_timeout > 0:
+            raise ValueError(f"pool_timeout must be > 0 seconds, got {pool_timeout!r}")
+        if not notify_debounce >= 0:
+            raise ValueError(f"notify_debounce must be >= 0 seconds, got {notify_debounce!r}")
+        if pool is not None:
+            if not isinstance(pool, ConnectionPool):
+                raise TypeError(
+                    f"pool must be a psycopg_pool.ConnectionPool (not async), got {pool!r}"
+                )
+            owned = False
+            shown = redact(str(pool.conninfo))
+        else:
+            assert dsn is not None
+            shown = redact(dsn)
+            extra: dict[str, Any] = {"autocommit": False}
+            with contextlib.suppress(Exception):
+                if "application_name" not in conninfo_to_dict(dsn):
+                    extra["application_name"] = "cairnflow"
+            pool = ConnectionPool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs=extra,
+                configure=_configure,
+                timeout=pool_timeout,
+                name=f"cairnflow-{table_prefix}",
+                open=True,
+            )
+            owned = True
+        self.pool: ConnectionPool[Any] = pool
+        """The pool the store (and its notifier) borrows connections from."""
+        self.schema = schema
+        self.notifier: PgNotifier | None = (
+            PgNotifier(pool, debounce=notify_debounce, pool_timeout=pool_timeout)
+            if notify
+            else None
+        )
+        """The store's LISTEN/NOTIFY notifier (None with ``notify=False``)."""
+        self._lender = _PoolConnections(pool, owned=owned)
+        self._pool_timeout = float(pool_timeout)
+        super().__init__(
+            self._lender,
+            dialect,
+            load_migrations("cairnflow_postgres"),
+            info=StoreInfo(
+                driver="postgres",
+                distribution="cairnflow-postgres",
+                version=__version__,
+                url=shown,
+                durable=True,
+            ),
+            table_prefix=table_prefix,
+            schema=schema,
+            id_generator=id_generator,
+            error_classifier=error_classifier,
+            tx_attempts=tx_attempts,
+            notifier=self.notifier,
+        )
+        # A Postgres channel is an identifier (63 bytes at most); the migration lock is keyed
+        # on it too, so it must name exactly one namespace.
+        self._channel = channel_name(schema, table_prefix)
+        if not notify:
+            self.capabilities = POSTGRES_CAPABILITIES - {Cap.NOTIFY}
+        self._describe_lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, /, **options: Any) -> PostgresStore:
+        """Open ``postgresql://user@host:port/dbname`` (or ``postgres://``).
+
+        The store's own options may be keyword arguments or query parameters
+        (``?table_prefix=app_&schema=jobs&max_size=20``); strings, as a
+        command line gives them, are converted. Every other query parameter is
+        libpq's (``sslmode``, ``connect_timeout``, ``application_name``...).
+        """
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in SCHEMES:
+            raise CairnError(f"not a postgresql:// URL: {redact(url)!r}")
+        parts = urlsplit(url)
+        kept: list[tuple[str, str]] = []
+        from_query: dict[str, Any] = {}
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key in _URL_OPTIONS:
+                from_query[key] = value
+            else:
+                kept.append((key, value))
+        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(kept), ""))
+        merged = {**from_query, **options}
+        for key, convert in _URL_OPTIONS.items():
+            if isinstance(merged.get(key), str):
+                try:
+                    merged[key] = convert(merged[key])
+                except ValueError as error:
+                    raise CairnError(f"invalid value for option {key!r}: {error}") from None
+        return cls(dsn, **merged)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def describe(self) -> StoreInfo:
+        """What this store is. The server's version comes from the first connection made.
+
+        It never waits long: error messages and reports call it, so on a server
+        that cannot be reached it gives up after two seconds (once a minute)
+        and leaves ``server`` empty.
+        """
+        if self._info.server is None:
+            with self._describe_lock:
+                server = self._lender.probe(min(2.0, self._pool_timeout))
+                if server is not None and self._info.server is None:
+                    self._info = dataclasses.replace(self._info, server=server)
+        return self._info
+
+    def close(self) -> None:
+        """Stop the notifier and close the pool if the store opened it (never the app's)."""
+        if self.notifier is not None:
+            self.notifier.close()
+        super().close()
+
+    # -- transactional enqueue -----------------------------------------------------------------
+    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
+        """Insert runs with their steps in one transaction; in the application's with ``tx``.
+
+        ``tx`` is the application's psycopg connection (or a ``Transaction`` or
+        cursor of it) with a transaction open or about to open: the rows are
+        written in it and commit or roll back with it; it is never committed
+        here. The writes are wrapped in a savepoint, so a
+        :class:`~cairnflow.DuplicateRun` leaves the application's transaction
+        usable. With notifications on, a NOTIFY is queued in the same
+        transaction: Postgres delivers it at commit, and drops it on rollback.
+        """
+        if tx is None or not runs:
+            return super().create_runs(runs)
+        conn = _application_connection(tx)
+        status = conn.info.transaction_status
+        if status == TransactionStatus.INERROR:
+            raise CairnError(
+                "the application's transaction is aborted (an earlier statement failed): "
+                "roll it back before enqueueing"
+            )
+        if status == TransactionStatus.ACTIVE:
+            raise CairnError("the application's connection is busy running another statement")
+        if conn.autocommit and status == TransactionStatus.IDLE:
+            raise CairnError(
+                "enqueue_tx() needs the application's transaction, but this autocommit "
+                "connection has none open: enqueue inside `with conn.transaction():`"
+            )
+        with conn.cursor() as cursor:
+            cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
+            try:
+                run_ids = super().create_runs(runs, tx=conn)
+                if self.notifier is not None:
+                    cursor.execute("SELECT pg_notify(%s, '')", (self._channel,))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    if conn.info.transaction_status == TransactionStatus.INERROR:
+                        cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+                    cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+                raise
+            cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        return run_ids
+
+    # -- schema --------------------------------------------------------------------------------
+    def migration_scripts(self) -> list[tuple[str, str]]:
+        """Every migration as SQL a DBA can apply by hand, the schema's creation included."""
+        scripts = super().migration_scripts()
+        if self.schema is not None:
+            label, script = scripts[0]
+            create = f"CREATE SCHEMA IF NOT EXISTS {self.dialect.quote(self.schema)};\n"
+            scripts[0] = (label, create + script)
+        return scripts
+
+
+def _application_connection(tx: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection behind what the application passed to ``enqueue_tx``."""
+    if isinstance(tx, psycopg.Connection):
+        return tx
+    conn = getattr(tx, "connection", None)
+    if isinstance(tx, psycopg.Transaction | psycopg.Cursor) and isinstance(
+        conn, psycopg.Connection
+    ):
+        return conn
+    raise TypeError(
+        "enqueue_tx() on Postgres takes the application's psycopg.Connection (or a "
+        f"psycopg.Transaction or Cursor of it), got {type(tx).__qualname__}"
+    )

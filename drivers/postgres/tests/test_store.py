@@ -1,0 +1,435 @@
+"""The Postgres store on a server: namespaces, migrations, pools, claims, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import IsolationLevel
+from psycopg_pool import ConnectionPool
+
+import cairnflow as cf
+from cairnflow import StepKind
+from cairnflow.sql import split_statements
+from cairnflow.store import ClaimRequest, NewRun, NewStep
+from cairnflow_postgres import PostgresStore
+from cairnflow_postgres.testing import drop_namespace, unique_prefix
+
+StoreFactory = Callable[..., PostgresStore]
+ClientFactory = Callable[..., cf.Client]
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def simple() -> cf.Workflow:
+    wf = cf.Workflow("simple")
+    wf.step(lambda ctx, d: {"got": d}, name="one")
+    wf.step(lambda ctx, d: d, name="two", after=["one"])
+    return wf
+
+
+def run_one(make_client: ClientFactory, store: PostgresStore, payload: Any = 1) -> cf.RunInfo:
+    client = make_client(store, simple())
+    return client.wait(client.enqueue("simple", payload), timeout=10)
+
+
+def catalog(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    """How many schemas and relations the database has."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM pg_namespace), (SELECT count(*) FROM pg_class)"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+# -- opening ---------------------------------------------------------------------------------
+def test_open_store_by_url_with_options(
+    postgres_url: str, make_client: ClientFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    prefix = unique_prefix()
+    store = cf.open_store(f"{postgres_url}?table_prefix={prefix}", max_size="4", notify="off")
+    try:
+        assert isinstance(store, PostgresStore)
+        assert store.tables.runs == f'"{prefix}runs"'
+        assert store.pool.max_size == 4
+        assert cf.Cap.NOTIFY not in store.capabilities
+        info = store.describe()
+        assert info.server is not None and info.server.startswith("PostgreSQL ")
+        assert info.durable
+        assert "password" not in info.url
+        store.migrate()
+        assert run_one(make_client, store).status is cf.Status.SUCCEEDED
+    finally:
+        store.close()
+        drop_namespace(admin_conn, prefix)
+
+
+def test_hostile_names_create_nothing(
+    postgres_url: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    before = catalog(admin_conn)
+    for options in (
+        {"schema": 'x"; CREATE SCHEMA pwned; --'},
+        {"table_prefix": 'x"; CREATE TABLE pwned (a int); --'},
+        {"schema": "pg_toast"},
+    ):
+        with pytest.raises(cf.InvalidName):
+            PostgresStore(postgres_url, **options)
+        with pytest.raises(cf.InvalidName):
+            cf.open_store(postgres_url, **options)
+    assert catalog(admin_conn) == before
+    row = admin_conn.execute(
+        "SELECT count(*) FROM pg_class WHERE relname LIKE %s", ("%pwned%",)
+    ).fetchone()
+    assert row == (0,)
+
+
+def test_start_on_a_database_never_migrated_names_the_table(make_store: StoreFactory) -> None:
+    store = make_store(migrate=False)
+    client = cf.Client(store)
+    client.register(simple())
+    with pytest.raises(
+        cf.SchemaNotReady,
+        match=rf"(?s)table {store.tables.prefix}migrations is not readable .*store\.migrate\(\)",
+    ):
+        client.start()
+    assert not client.running
+
+
+def test_an_unknown_schema_is_not_ready_until_migrate_creates_it(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any], make_client: ClientFactory
+) -> None:
+    schema = f"s{unique_prefix()}"
+    store = make_store(schema=schema, migrate=False)
+    with pytest.raises(cf.SchemaNotReady):
+        store.check_schema()
+    assert store.migrate() == ["001_init"]
+    rows = admin_conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
+        (schema,),
+    ).fetchall()
+    prefix = store.tables.prefix
+    assert [r[0] for r in rows] == sorted(
+        f"{prefix}{t}" for t in ("migrations", "runs", "signals", "steps")
+    )
+    store.check_schema()
+    assert run_one(make_client, store).status is cf.Status.SUCCEEDED
+
+
+def test_an_existing_schema_is_used_as_it_is(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    schema = f"s{unique_prefix()}"
+    admin_conn.execute(f'CREATE SCHEMA "{schema}"')
+    store = make_store(schema=schema)
+    store.check_schema()
+    row = admin_conn.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (schema,)
+    ).fetchone()
+    assert row == (4,)
+
+
+def test_migrate_is_idempotent_and_recorded(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    store = make_store(migrate=False)
+    assert store.migrate() == ["001_init"]
+    assert store.migrate() == []
+    rows = admin_conn.execute(
+        f"SELECT version, name, length(checksum) FROM {store.tables.migrations}"
+    ).fetchall()
+    assert rows == [(1, "init", 64)]
+
+
+def test_a_newer_schema_and_a_changed_migration_are_refused(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    store = make_store()
+    table = store.tables.migrations
+    admin_conn.execute(f"INSERT INTO {table} VALUES (99, 'future', 'x', 0)")
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 1"):
+        store.check_schema()
+    admin_conn.execute(f"DELETE FROM {table} WHERE version = 99")
+    admin_conn.execute(f"UPDATE {table} SET checksum = 'tampered' WHERE version = 1")
+    with pytest.raises(cf.CairnError, match=r"001_init was applied .* must never change"):
+        store.migrate()
+
+
+def test_a_missing_table_is_named(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    store = make_store()
+    admin_conn.execute(f"DROP TABLE {store.tables.signals}")
+    with pytest.raises(cf.SchemaNotReady, match=f"table {store.tables.prefix}signals is not"):
+        store.check_schema()
+
+
+def test_migration_scripts_let_a_dba_migrate_by_hand(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any], make_client: ClientFactory
+) -> None:
+    schema = f"s{unique_prefix()}"
+    store = make_store(schema=schema, migrate=False)
+    scripts = store.migration_scripts()
+    assert scripts[0][1].startswith(f'CREATE SCHEMA IF NOT EXISTS "{schema}";')
+    with admin_conn.transaction():
+        for _label, script in scripts:
+            for statement in split_statements(script):
+                admin_conn.execute(statement.encode())
+    store.check_schema()
+    assert store.migrate() == []
+    assert run_one(make_client, store).status is cf.Status.SUCCEEDED
+
+
+MIGRATOR = """
+import sys, time
+from cairnflow_postgres import PostgresStore
+dsn, prefix, schema, start_at = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+store = PostgresStore(dsn, table_prefix=prefix, schema=schema, max_size=2, notify=False)
+time.sleep(max(0.0, start_at - time.time()))
+print(",".join(store.migrate()) or "-")
+store.close()
+"""
+
+
+def test_eight_processes_migrating_at_once_apply_each_version_once(
+    postgres_url: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    prefix, schema = unique_prefix(), f"s{unique_prefix()}"
+    start_at = time.time() + 3.0  # every process starts migrating at the same instant
+    try:
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", MIGRATOR, postgres_url, prefix, schema, str(start_at)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(8)
+        ]
+        outputs = [process.communicate(timeout=60) for process in processes]
+        assert [p.returncode for p in processes] == [0] * 8, [e.decode() for _, e in outputs]
+        applied = sorted(out.decode().strip() for out, _ in outputs)
+        assert applied == ["-"] * 7 + ["001_init"]  # exactly one process applied it
+        rows = admin_conn.execute(f'SELECT version FROM "{schema}"."{prefix}migrations"')
+        assert rows.fetchall() == [(1,)]
+    finally:
+        drop_namespace(admin_conn, prefix, schema)
+
+
+# -- namespaces ---------------------------------------------------------------------------------
+def test_prefixes_and_schemas_share_nothing(
+    make_store: StoreFactory, make_client: ClientFactory
+) -> None:
+    first = make_store()
+    second = make_store()
+    schema = f"s{unique_prefix()}"
+    third = make_store(schema=schema, prefix=first.tables.prefix)
+    info = run_one(make_client, first)
+    for other in (second, third):
+        assert other.get_run(info.id) is None
+        assert cf.Client(other).runs().runs == ()
+    assert len({first.channel, second.channel, third.channel}) == 3
+
+
+def test_outcomes_survive_a_new_store_object(
+    make_store: StoreFactory, make_client: ClientFactory
+) -> None:
+    store = make_store()
+    info = run_one(make_client, store, {"order": "A-1"})
+    again = cf.Client(make_store(prefix=store.tables.prefix, migrate=False)).info(info.ref)
+    assert again.status is cf.Status.SUCCEEDED
+    assert again.result == {"got": {"order": "A-1"}}
+
+
+def test_times_are_bigint_nanoseconds_and_payloads_bytea(
+    store: PostgresStore, make_client: ClientFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    before = time.time_ns()
+    run_one(make_client, store)
+    after = time.time_ns()
+    row = admin_conn.execute(
+        f"SELECT created_at, finished_at, pg_typeof(created_at)::text, pg_typeof(payload)::text "
+        f"FROM {store.tables.runs}"
+    ).fetchone()
+    assert row is not None
+    created, finished, time_type, payload_type = row
+    assert (time_type, payload_type) == ("bigint", "bytea")
+    assert before <= created <= finished <= after
+
+
+# -- pools ----------------------------------------------------------------------------------------
+def test_the_applications_pool_is_used_and_never_closed(
+    postgres_url: str, make_store: StoreFactory, make_client: ClientFactory
+) -> None:
+    # An application pool as applications make them: autocommit connections at SERIALIZABLE.
+    def configure(conn: psycopg.Connection[Any]) -> None:
+        conn.isolation_level = IsolationLevel.SERIALIZABLE
+
+    with ConnectionPool(
+        postgres_url,
+        min_size=1,
+        max_size=8,
+        kwargs={"autocommit": True},
+        configure=configure,
+        open=True,
+    ) as pool:
+        prefix = unique_prefix()
+        owned = make_store(prefix=prefix)  # creates the tables (and drops them afterwards)
+        store = PostgresStore(pool=pool, table_prefix=prefix)
+        try:
+            assert store.pool is pool
+            assert run_one(make_client, store).status is cf.Status.SUCCEEDED
+            # Each store transaction was one transaction at READ COMMITTED, on this pool.
+            with pool.connection() as conn:
+                assert conn.autocommit
+        finally:
+            store.close()
+        assert not pool.closed
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert owned.get_run("nothing") is None
+
+
+def test_the_dialect_makes_autocommit_connections_transactional(postgres_url: str) -> None:
+    from cairnflow_postgres import PostgresDialect
+
+    dialect = PostgresDialect()
+    with psycopg.connect(postgres_url, autocommit=True) as conn, conn.cursor() as cursor:
+        dialect.begin(cursor, write=True)
+        cursor.execute("SELECT current_setting('transaction_isolation')")
+        assert cursor.fetchone() == ("read committed",)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.rollback()
+    with psycopg.connect(postgres_url) as conn, conn.cursor() as cursor:
+        conn.isolation_level = IsolationLevel.REPEATABLE_READ
+        dialect.begin(cursor, write=True)
+        cursor.execute("SELECT current_setting('transaction_isolation')")
+        assert cursor.fetchone() == ("read committed",)
+
+
+def test_an_exhausted_pool_is_unavailable_not_a_hang(make_store: StoreFactory) -> None:
+    store = make_store(min_size=0, max_size=1, pool_timeout=0.3, notify=False)
+    with store.pool.connection():
+        started = time.monotonic()
+        with pytest.raises(cf.Unavailable, match="size it above workers"):
+            store.get_run("run_x")
+        assert time.monotonic() - started < 2
+
+
+def test_an_unreachable_server_is_unavailable() -> None:
+    store = PostgresStore(
+        "postgresql://nobody@127.0.0.1:1/x?connect_timeout=1", min_size=0, pool_timeout=0.5
+    )
+    try:
+        with pytest.raises(cf.Unavailable):
+            store.get_run("run_x")
+        with pytest.raises(cf.Unavailable):
+            store.check_schema()
+        assert store.describe().server is None
+    finally:
+        store.close()
+
+
+# -- claims -------------------------------------------------------------------------------------
+def _ready_runs(store: PostgresStore, count: int, *, workflow: str = "w") -> None:
+    now = time.time_ns()
+    runs = [
+        NewRun(
+            workflow=workflow,
+            queue="default",
+            priority=0,
+            payload=b"{}",
+            steps=(NewStep("only", StepKind.TASK, (), ()),),
+            created_at=now,
+            run_at=now,
+        )
+        for _ in range(count)
+    ]
+    store.create_runs(runs)
+
+
+def test_concurrent_claims_never_return_one_step_twice(make_store: StoreFactory) -> None:
+    store = make_store(max_size=12, notify=False)
+    _ready_runs(store, 400)
+    peers = [make_store(prefix=store.tables.prefix, migrate=False, notify=False) for _ in range(3)]
+    claimed: list[list[str]] = [[] for _ in range(6)]
+    start = threading.Barrier(6)
+
+    def claimer(index: int) -> None:
+        mine = peers[index % 3]
+        start.wait()
+        while True:
+            got = mine.claim(
+                ClaimRequest(
+                    workflows=frozenset({"w"}),
+                    limit=7,
+                    now=time.time_ns(),
+                    lease_until=time.time_ns() + 60 * 10**9,
+                    node_id=f"n{index}",
+                )
+            )
+            if not got:
+                return
+            assert len(got) <= 7
+            claimed[index].extend(a.token.rsplit(":", 1)[0] for a in got)
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    every = [step for part in claimed for step in part]
+    assert len(every) == 400
+    assert len(set(every)) == 400
+    assert sum(1 for part in claimed if part) >= 2  # SKIP LOCKED let claimers run side by side
+
+
+def test_a_failing_migration_file_leaves_nothing_and_frees_the_lock(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    from cairnflow.sql import Migration
+
+    store = make_store(migrate=False)
+    prefix = store.tables.prefix
+    broken = Migration(2, "broken", 'CREATE TABLE "{p}half" (a INT);\nSELECT 1 / 0;\n')
+    store.migrations = (*store.migrations, broken)
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        store.migrate()
+    # 001 committed in its own transaction; 002 rolled back whole, its table included.
+    rows = admin_conn.execute(f"SELECT version FROM {store.tables.migrations}").fetchall()
+    assert rows == [(1,)]
+    exists = admin_conn.execute("SELECT to_regclass(%s)", (f'"{prefix}half"',)).fetchone()
+    assert exists == (None,)
+    # The advisory lock was released: a second migrator is not kept waiting.
+    again = make_store(prefix=prefix, migrate=False)
+    assert again.migrate() == []
+
+
+def test_the_command_line_migrates_and_prints_the_sql(
+    postgres_url: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    prefix, schema = unique_prefix(), f"s{unique_prefix()}"
+    command = [sys.executable, "-m", "cairnflow", "migrate", postgres_url]
+    options = ["-o", f"table_prefix={prefix}", "-o", f"schema={schema}", "-o", "notify=off"]
+    try:
+        printed = subprocess.run(
+            [*command, "--sql", *options], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+        assert f'CREATE SCHEMA IF NOT EXISTS "{schema}";' in printed
+        assert f'CREATE TABLE "{schema}"."{prefix}runs"' in printed
+        assert admin_conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() == (None,)
+        done = subprocess.run(
+            [*command, *options], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert "001_init" in done.stdout
+        tables = admin_conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
+        ).fetchone()
+        assert tables == (4,)
+    finally:
+        drop_namespace(admin_conn, prefix, schema)
