@@ -73,6 +73,10 @@ class Dialect:
     """Appended to a SELECT that locks the rows it reads; "" where the engine has one writer."""
     skip_locked = " FOR UPDATE SKIP LOCKED"
     """Appended to the claim's SELECT: lock the rows, skip those another claim holds."""
+    lock_runs_joined: str | None = None
+    """Appended to a SELECT joining steps ``s`` to their runs ``r`` so that it locks the run
+    rows only, in the query's order (Postgres: ``" FOR UPDATE OF r"``; an engine with one
+    writer: ``""``). None: lock each run with its own statement instead."""
     now_sql: str | None = None
     """A SELECT of the server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``); None: none."""
 

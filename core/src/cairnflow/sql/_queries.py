@@ -119,6 +119,12 @@ class Queries:
         # -- outcomes (the run row is locked first, always: one lock order, no deadlock) ----------
         self.step_of = f"SELECT run_id, children FROM {t['steps']} WHERE id = ?"
         self._steps_of = f"SELECT id, run_id, children FROM {t['steps']} WHERE id IN ({{ids}})"
+        joined_lock = dialect.lock_runs_joined or ""
+        self._steps_with_runs = f"""
+            SELECT s.id, s.run_id, s.children, r.steps_left
+            FROM {t["steps"]} s JOIN {t["runs"]} r ON r.id = s.run_id
+            WHERE s.id IN ({{ids}})
+            ORDER BY r.id{joined_lock}"""
         self.lock_run = f"SELECT state, steps_left FROM {t['runs']} WHERE id = ?{lock}"
         self.succeed = f"""
             UPDATE {t["steps"]}
@@ -267,6 +273,10 @@ class Queries:
     def steps_of(self, step_ids: Sequence[str]) -> Statement:
         """Run and children of each step."""
         return self._steps_of.format(ids=marks(len(step_ids))), tuple(step_ids)
+
+    def steps_with_runs(self, step_ids: Sequence[str]) -> Statement:
+        """Run, children and the run's steps left of each step, locking the runs in id order."""
+        return self._steps_with_runs.format(ids=marks(len(step_ids))), tuple(step_ids)
 
     def holder_of_key(self, workflow: str, keys: Sequence[str]) -> Statement:
         """Which run holds which of ``keys``."""

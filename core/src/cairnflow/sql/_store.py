@@ -737,16 +737,27 @@ class SQLStore:
             return results
         q = self._queries
         found: dict[str, tuple[str, list[str]]] = {}
+        left: dict[str, int] = {}
+        # Where the engine can, one statement reads every step and locks their runs in
+        # id order; otherwise each run is locked by its own statement, in id order too.
+        joined = self.dialect.lock_runs_joined is not None
         for chunk in _chunks(sorted({step_id for _, step_id, _ in parsed})):
-            sql, params = q.steps_of(chunk)
-            for step_id, run_id, children in self._execute(cur, sql, params).fetchall():
-                found[_text(step_id)] = (_text(run_id), json.loads(children))
+            sql, params = q.steps_with_runs(chunk) if joined else q.steps_of(chunk)
+            for row in self._execute(cur, sql, params).fetchall():
+                found[_text(row[0])] = (_text(row[1]), json.loads(row[2]))
+                if joined:
+                    left[_text(row[1])] = int(row[3])
         order = sorted(parsed, key=lambda p: (found.get(p[1], ("", []))[0], p[1]))
         for index, step_id, secret in order:
             if step_id in found:
                 run_id, children = found[step_id]
+                if run_id not in left:
+                    locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
+                    left[run_id] = int(locked[1]) if locked is not None else 0
                 outcome = items[index][1]
-                results[index] = self._apply(cur, step_id, secret, run_id, children, outcome, now)
+                results[index] = self._apply(
+                    cur, step_id, secret, run_id, children, outcome, now, left
+                )
         return results
 
     def _apply(
@@ -758,11 +769,14 @@ class SQLStore:
         children: Sequence[str],
         outcome: Outcome,
         now: int,
+        left: dict[str, int],
     ) -> FinishResult:
-        """One fenced outcome inside an open transaction (the run row is locked first)."""
+        """One fenced outcome inside an open transaction whose run row is locked.
+
+        ``left`` holds the runs' steps left, read under that lock and kept
+        current here, so several outcomes of one run in a batch count right.
+        """
         q = self._queries
-        locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
-        steps_left = int(locked[1]) if locked is not None else 0
 
         def fenced(sql: str, *values: Any) -> bool:
             return bool(self._execute(cur, sql, (*values, step_id, secret)).rowcount == 1)
@@ -773,7 +787,7 @@ class SQLStore:
         if isinstance(outcome, Succeeded):
             if not fenced(q.succeed, outcome.output, now):
                 return lost()
-            return self._succeeded(cur, run_id, children, steps_left, now)
+            return self._succeeded(cur, run_id, children, left, now)
         if isinstance(outcome, Failed):
             error = outcome.error.to_json()
             if outcome.retry_at is not None:
@@ -799,14 +813,14 @@ class SQLStore:
                 if not fenced(q.succeed, _bytes(stored[1]), now):
                     return lost()
                 self._execute(cur, q.consume_signal, (stored[0],))
-                return self._succeeded(cur, run_id, children, steps_left, now)
+                return self._succeeded(cur, run_id, children, left, now)
             if not fenced(q.wait, outcome.deadline, outcome.signal):
                 return lost()
             return FinishResult(AttemptState.HELD)
         raise TypeError(f"unknown outcome {outcome!r}")
 
     def _succeeded(
-        self, cur: Cursor, run_id: str, children: Sequence[str], steps_left: int, now: int
+        self, cur: Cursor, run_id: str, children: Sequence[str], left: dict[str, int], now: int
     ) -> FinishResult:
         """After a step succeeded (run row locked): release children, count, maybe end the run."""
         q = self._queries
@@ -816,7 +830,8 @@ class SQLStore:
             self._execute(cur, sql, params)
             sql, params = q.ready_children(now, run_id, children)
             ready = int(self._execute(cur, sql, params).rowcount)
-        if steps_left - 1 > 0:
+        left[run_id] -= 1
+        if left[run_id] > 0:
             self._execute(cur, q.count_step_done, (run_id,))
             return FinishResult(AttemptState.HELD, ready=ready)
         # The last step: every step succeeded, so there is nothing left to cancel.
@@ -858,11 +873,11 @@ class SQLStore:
                     return 0
                 run_id, children = _text(row[0]), json.loads(row[1])
                 locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
-                steps_left = int(locked[1]) if locked is not None else 0
+                left = {run_id: int(locked[1]) if locked is not None else 0}
                 if status == "sleeping":
                     if self._execute(cur, q.wake_sleeper, (now, step_id, now)).rowcount != 1:
                         return 0
-                    self._succeeded(cur, run_id, children, steps_left, now)
+                    self._succeeded(cur, run_id, children, left, now)
                     return 1
                 signal, attempt, name = self._execute(cur, q.step_signal, (step_id,)).fetchone()
                 error = ErrorInfo(
@@ -897,7 +912,7 @@ class SQLStore:
             if waiting is not None:
                 step_id, children = _text(waiting[0]), json.loads(waiting[1])
                 if self._execute(cur, q.resolve_wait, (payload, now, step_id)).rowcount == 1:
-                    self._succeeded(cur, run_id, children, int(locked[1]), now)
+                    self._succeeded(cur, run_id, children, {run_id: int(locked[1])}, now)
                     return SignalResult.DELIVERED
             self._execute(cur, q.insert_signal, (run_id, name, payload, now))
             return SignalResult.STORED

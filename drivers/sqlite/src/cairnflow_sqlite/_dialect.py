@@ -39,6 +39,7 @@ class SQLiteDialect(Dialect):
     paramstyle = "qmark"
     for_update = ""
     skip_locked = ""
+    lock_runs_joined = ""  # one writer: reading is enough
     # 'now' is fixed for the whole statement, so the seconds and the milliseconds agree.
     now_sql = (
         "SELECT CAST(strftime('%s', 'now') AS INTEGER) * 1000000000"
