@@ -190,6 +190,7 @@ def no_database(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("CAIRNFLOW_TEST_POSTGRES_URL", "CAIRNFLOW_TEST_MYSQL_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv(databases.REQUIRE_ENV, raising=False)
     monkeypatch.setattr(databases, "_docker_answers", lambda: "no Docker engine answers (test)")
     monkeypatch.setattr(databases, "_required", False)
 
@@ -215,6 +216,22 @@ def test_under_ci_a_missing_database_fails(monkeypatch: pytest.MonkeyPatch) -> N
     with (
         pytest.raises(pytest.fail.Exception, match=r"a database is required here"),
         databases.mysql(),
+    ):
+        pass
+
+
+@pytest.mark.usefixtures("no_database")
+def test_ci_may_name_the_servers_it_provides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv(databases.REQUIRE_ENV, "postgres, mariadb")
+    with (
+        pytest.raises(pytest.skip.Exception, match=r"CAIRNFLOW_TEST_REQUIRE=.* leaves mysql out"),
+        databases.mysql(),
+    ):
+        pass
+    with (
+        pytest.raises(pytest.fail.Exception, match=r"a database is required"),
+        databases.postgres(),
     ):
         pass
 

@@ -17,6 +17,12 @@ Each function is a context manager yielding a DSN:
 3. else the test is skipped, saying why; with ``$CI`` set or
    ``--conformance-require-db`` given, it fails instead, since a CI run that
    silently skips its databases proves nothing.
+
+``CAIRNFLOW_TEST_REQUIRE`` narrows which servers must be there: a comma list
+of ``postgres``, ``mysql``, ``mariadb`` (default: all of them). A CI machine
+that provides Postgres and MariaDB but no MySQL says
+``CAIRNFLOW_TEST_REQUIRE=postgres,mariadb``: a missing MySQL is then skipped,
+saying so, while a missing Postgres or MariaDB still fails the run.
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ from typing import Any, NoReturn
 
 import pytest
 
-__all__ = ["mariadb", "mysql", "postgres", "require_databases"]
+__all__ = ["REQUIRE_ENV", "mariadb", "mysql", "postgres", "require_databases", "required"]
+
+REQUIRE_ENV = "CAIRNFLOW_TEST_REQUIRE"
+"""Names the servers a run must have (comma list); unset: every one."""
 
 _required = False
 
@@ -41,16 +50,25 @@ def require_databases(required: bool = True) -> None:
     _required = required
 
 
-def _must_have() -> bool:
-    return _required or bool(os.environ.get("CI"))
+def required(server: str) -> bool:
+    """True when a missing ``server`` must fail the run rather than skip its tests."""
+    if not (_required or os.environ.get("CI")):
+        return False
+    named = os.environ.get(REQUIRE_ENV)
+    if named is None:
+        return True
+    return server in {part.strip() for part in named.split(",") if part.strip()}
 
 
-def _unavailable(why: str) -> NoReturn:
-    if _must_have():
+def _unavailable(server: str, why: str) -> NoReturn:
+    if required(server):
         pytest.fail(
-            f"{why} (a database is required here: $CI is set or --conformance-require-db given)",
+            f"{why} (a database is required here: $CI is set or --conformance-require-db "
+            f"given, and {REQUIRE_ENV} does not leave {server} out)",
             pytrace=False,
         )
+    if _required or os.environ.get("CI"):
+        why += f" ({REQUIRE_ENV}={os.environ.get(REQUIRE_ENV)!s} leaves {server} out)"
     pytest.skip(why)
 
 
@@ -100,12 +118,13 @@ def _database(engine: _Engine) -> Iterator[str]:
         importlib.import_module("testcontainers")
     except ImportError:
         _unavailable(
+            engine.name,
             f"{engine.env} is not set and testcontainers is not installed "
-            f"(pip install 'cairnflow-conformance[containers]') to start {engine.image}"
+            f"(pip install 'cairnflow-conformance[containers]') to start {engine.image}",
         )
     why = _docker_answers()
     if why is not None:
-        _unavailable(f"{engine.env} is not set and {why} to start {engine.image}")
+        _unavailable(engine.name, f"{engine.env} is not set and {why} to start {engine.image}")
     container = engine.start(engine.image)
     container.start()
     try:

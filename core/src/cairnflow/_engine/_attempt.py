@@ -77,6 +77,8 @@ class RunningAttempt:
         """``time.monotonic()`` when the latest renewal that landed began."""
         self.deadline: float | None = None
         self.end: End | None = None
+        self.ended_at = 0.0
+        """``time.monotonic()`` when the end was decided."""
         self._lock = threading.Lock()
         self._thread_id: int | None = None
         self._in_user_code = False
@@ -95,6 +97,7 @@ class RunningAttempt:
             if self.end is not None:
                 return False
             self.end = end
+            self.ended_at = time.monotonic()
             return True
 
     def stop(self, end: End) -> bool:

@@ -62,9 +62,20 @@ class LeaseKeeper:
         while not self._stop.wait(every):
             self._renew()
 
+    def _renewable(self, attempt: RunningAttempt, now: float) -> bool:
+        if attempt.end is None:
+            return True
+        if attempt.end is End.COMPLETED:
+            # Its outcome is being written: renewing it now would only race that write for
+            # the same row (a deadlock on engines with row locks). A write still pending
+            # after a third of the lease is slow (an outage): keep its lease alive then.
+            return now - attempt.ended_at > self._state.settings.lease / 3
+        return attempt.end not in _RELEASED
+
     def _renew(self) -> None:
         state = self._state
-        attempts = [a for a in state.held_attempts() if a.end not in _RELEASED]
+        now = monotonic()
+        attempts = [a for a in state.held_attempts() if self._renewable(a, now)]
         if not attempts:
             return
         started = monotonic()

@@ -43,7 +43,7 @@ _PG_UNAVAILABLE_EXACT = frozenset({"57P01", "57P02", "57P03"})
 # MySQL / MariaDB error codes (PyMySQL puts them in ``exc.args[0]``).
 _MY_UNIQUE = frozenset({1062})
 _MY_RETRYABLE = frozenset({1205, 1213})
-_MY_UNAVAILABLE = frozenset({1040, 1053, 2002, 2003, 2006, 2013, 2055})
+_MY_UNAVAILABLE = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031})
 
 
 def _sqlite(exc: sqlite3.Error) -> ErrorClass:
@@ -58,6 +58,17 @@ def _sqlite(exc: sqlite3.Error) -> ErrorClass:
     return NEITHER
 
 
+def _pymysql(exc: BaseException) -> ErrorClass:
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if code in _MY_UNIQUE:
+        return ErrorClass(unique_violation=True)
+    if code in _MY_RETRYABLE:
+        return ErrorClass(retryable=True)
+    if code in _MY_UNAVAILABLE or type(exc).__name__ == "InterfaceError":
+        return ErrorClass(unavailable=True)
+    return NEITHER
+
+
 def default_classifier(exc: BaseException) -> ErrorClass:
     """Knows the errors of sqlite3, psycopg (by SQLSTATE) and PyMySQL (by error code).
 
@@ -67,6 +78,11 @@ def default_classifier(exc: BaseException) -> ErrorClass:
     """
     if isinstance(exc, sqlite3.Error):
         return _sqlite(exc)
+    module = type(exc).__module__
+    if module.startswith("pymysql"):
+        # Before the SQLSTATE: PyMySQL >= 1.1 sets exc.sqlstate too, but to MySQL's states
+        # ('23000' for a duplicate key, 'HY000' for a lock wait timeout), not Postgres's.
+        return _pymysql(exc)
     sqlstate = getattr(exc, "sqlstate", None)
     if isinstance(sqlstate, str):
         if sqlstate in _PG_UNIQUE:
@@ -76,19 +92,9 @@ def default_classifier(exc: BaseException) -> ErrorClass:
         if sqlstate.startswith("08") or sqlstate in _PG_UNAVAILABLE_EXACT:
             return ErrorClass(unavailable=True)
         return NEITHER
-    module = type(exc).__module__
     if module.startswith("psycopg") and type(exc).__name__ == "OperationalError":
         # psycopg raises OperationalError without a SQLSTATE for a lost connection.
         return ErrorClass(unavailable=True)
-    if module.startswith("pymysql"):
-        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-        if code in _MY_UNIQUE:
-            return ErrorClass(unique_violation=True)
-        if code in _MY_RETRYABLE:
-            return ErrorClass(retryable=True)
-        if code in _MY_UNAVAILABLE or type(exc).__name__ == "InterfaceError":
-            return ErrorClass(unavailable=True)
-        return NEITHER
     if isinstance(exc, ConnectionError | TimeoutError) or (
         isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError | PermissionError)
     ):

@@ -1,0 +1,197 @@
+"""How MySQL and MariaDB differ from the portable SQL of the shared layer.
+
+* ``%s`` placeholders and backtick quoting.
+* No ``UPDATE ... RETURNING`` and no ``LIMIT`` inside an ``IN`` subquery, so a
+  claim is a locking ``SELECT ... FOR UPDATE SKIP LOCKED`` of the ready ids, an
+  ``UPDATE`` of those ids by primary key and a ``SELECT`` of the claimed rows,
+  in one transaction at READ COMMITTED (set on every connection).
+* DDL commits implicitly, so migrations cannot be transactional: each file is
+  one statement, and migrators are serialised with ``GET_LOCK``.
+* Error numbers, not SQLSTATEs, say what an error means
+  (:func:`~cairnflow_mysql.classify_mysql_error`).
+
+What differs between the two servers is decided from the version the server
+reports when the store connects (:class:`~cairnflow_mysql.ServerVersion`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import re
+from collections.abc import Iterator
+from typing import Literal
+
+from cairnflow import CairnError
+from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass
+
+from ._errors import classify_mysql_error
+from ._server import ServerVersion
+
+__all__ = ["MySQLDialect", "migration_lock_name"]
+
+log = logging.getLogger("cairnflow.mysql")
+retry_log = logging.getLogger("cairnflow.mysql.retry")
+
+_LOCK_NAME_MAX = 64  # MySQL refuses longer user-lock names
+
+
+_ROW_IN = re.compile(r"\((\w+), (\w+)\) IN \(((?:\(\?, \?\)(?:, )?)+)\)")
+
+
+def _spell_row_in(match: re.Match[str]) -> str:
+    first, second, pairs = match[1], match[2], match[3].count("(?, ?)")
+    return "(" + " OR ".join([f"({first} = ? AND {second} = ?)"] * pairs) + ")"
+
+
+def migration_lock_name(key: str) -> str:
+    """The ``GET_LOCK`` name of a namespace: at most 64 characters, whatever ``key`` is.
+
+    User locks are server-wide, so ``key`` must name the database as well as
+    the table prefix; a digest keeps it short.
+    """
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    return f"cairnflow_migrate_{digest}"[:_LOCK_NAME_MAX]
+
+
+class MySQLDialect(Dialect):
+    """MySQL 8.0.1+ and MariaDB 10.6+, through PyMySQL.
+
+    ``server`` is what the store read when it connected (None before that:
+    the choices then are the ones every supported server accepts).
+    ``migration_lock_timeout`` is how many seconds a migrator waits for
+    another one to finish.
+    """
+
+    name = "mysql"
+    paramstyle: Literal["qmark", "format"] = "format"
+    quote_char = "`"
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    # A batch of outcomes locks each run with its own SELECT ... FOR UPDATE, in run id order.
+    # MariaDB cannot lock only one table of a join (no FOR UPDATE OF); MySQL 8 can, but InnoDB
+    # locks rows as the join reads them, not in the ORDER BY's order, so two batches could
+    # lock the same runs in different orders.
+    lock_runs_joined = None
+    # Pure UTC arithmetic: neither the session time zone nor a DST fold can shift it.
+    now_sql = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) * 1000"
+
+    def __init__(
+        self, server: ServerVersion | None = None, *, migration_lock_timeout: int = 300
+    ) -> None:
+        if isinstance(migration_lock_timeout, bool) or migration_lock_timeout < 1:
+            raise ValueError(
+                f"migration_lock_timeout must be >= 1 second, got {migration_lock_timeout!r}"
+            )
+        self.server = server
+        self.migration_lock_timeout = int(migration_lock_timeout)
+
+    @functools.lru_cache(maxsize=512)  # noqa: B019 - dialects live as long as their store
+    def sql(self, text: str) -> str:
+        """Portable SQL in PyMySQL's ``%s`` style, row-value lists spelled for the optimizer.
+
+        ``(id, lease_token) IN ((?, ?), ...)`` becomes ``((id = ? AND lease_token = ?)
+        OR ...)``, the same parameters in the same order: MariaDB does not use the
+        primary key for a row-value ``IN`` of one pair, and would scan every running
+        step instead of reading one row.
+        """
+        return super().sql(_ROW_IN.sub(_spell_row_in, text))
+
+    @property
+    def sorts_claims_in_index(self) -> bool:
+        """True when the claim index gives the claim's order (descending index parts).
+
+        MySQL 8 and MariaDB 10.8+ honour ``priority DESC`` in the index, so the
+        claim reads the index in order and stops after ``limit`` rows.
+        """
+        return self.server is None or self.server.descending_indexes
+
+    def classify(self, error: BaseException) -> ErrorClass:
+        """Sort an error by its MySQL error number (see :func:`classify_mysql_error`).
+
+        Each retryable error (a deadlock, a lock wait timeout) is logged at DEBUG on
+        ``cairnflow.mysql.retry``: the SQL layer runs the transaction again, and
+        this log is the only trace of it.
+        """
+        found = classify_mysql_error(error)
+        if found.retryable:
+            retry_log.debug("retryable error %s: the transaction runs again", error)
+        return found
+
+    def claim(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
+        """Lease the most urgent ready steps: a locking SELECT, an UPDATE by id, a SELECT.
+
+        Where the server ignores descending index parts (MariaDB before 10.8),
+        the claim's ``ORDER BY`` needs a sort, and a locking read that sorts
+        locks every row it reads before the ``LIMIT`` applies: one claim would
+        hold every ready step and the others would skip them all. There the
+        candidates are chosen by a plain read first, then locked by primary key
+        with ``SKIP LOCKED`` (see :meth:`claim_by_candidates`).
+        """
+        if self.sorts_claims_in_index:
+            return self.claim_in_three_statements(cursor, plan)
+        return self.claim_by_candidates(cursor, plan)
+
+    def claim_by_candidates(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
+        """Claim with a plain read of the candidates, then lock those still ready by id.
+
+        The plain read sees the most urgent ready steps at that instant; the
+        locking read keeps those no other claim holds and that are still ready
+        (READ COMMITTED reads the latest committed version), so two claims
+        never lease one step. Candidates another claim took are simply not
+        claimed this time.
+        """
+        sql, params = plan.select_ready
+        if not sql.endswith(self.skip_locked):
+            raise AssertionError(f"the claim's SELECT does not end with {self.skip_locked!r}")
+        cursor.execute(self.sql(sql[: -len(self.skip_locked)]), params)
+        candidates = [row[0] for row in cursor.fetchall()]
+        if not candidates:
+            return []
+        sql, params = plan.claimed_rows(candidates)
+        cursor.execute(self.sql(f"{sql} AND status = 'ready'{self.skip_locked}"), params)
+        ids = {row[0] for row in cursor.fetchall()}
+        locked = [step_id for step_id in candidates if step_id in ids]  # keep the claim's order
+        if not locked:
+            return []
+        sql, params = plan.mark_claimed(locked)
+        cursor.execute(self.sql(sql), params)
+        sql, params = plan.claimed_rows(locked)
+        cursor.execute(self.sql(sql), params)
+        return list(cursor.fetchall())
+
+    @contextlib.contextmanager
+    def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
+        """Hold ``GET_LOCK`` on the namespace's lock name while migrating.
+
+        The lock belongs to the connection: a migrator that dies releases it
+        with its connection, so a crash never wedges the next migrate.
+        """
+        name = migration_lock_name(key)
+        cursor.execute("SELECT GET_LOCK(%s, %s)", (name, self.migration_lock_timeout))
+        row = cursor.fetchone()
+        if row is None or row[0] != 1:
+            raise CairnError(
+                f"could not take the migration lock {name!r} within "
+                f"{self.migration_lock_timeout}s: another process is still migrating this "
+                f"namespace ({key}); try again when it has finished"
+            )
+        try:
+            yield
+        finally:
+            try:
+                cursor.execute("SELECT RELEASE_LOCK(%s)", (name,))
+                cursor.fetchall()
+            except Exception:
+                # The connection is broken: the server released the lock with it.
+                log.debug("releasing the migration lock %s failed", name, exc_info=True)
+
+    def server_version(self, cursor: Cursor) -> str | None:
+        """``MariaDB 10.11.9`` or ``MySQL 8.4.2`` (None before the store connected)."""
+        return self.server.name if self.server is not None else None
+
+    def __repr__(self) -> str:
+        server = f" on {self.server.name}" if self.server is not None else ""
+        return f"<MySQLDialect{server}>"

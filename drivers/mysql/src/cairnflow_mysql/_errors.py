@@ -1,0 +1,85 @@
+"""Sorting PyMySQL's errors: duplicate keys, deadlocks, lost connections.
+
+PyMySQL raises the server's error number as ``exc.args[0]``; since PyMySQL
+1.1 the exception also carries the server's SQLSTATE in ``exc.sqlstate``
+(``'23000'`` for a duplicate key, ``'HY000'`` for a lock wait timeout).
+Those are MySQL SQLSTATEs, not PostgreSQL ones, so the error number decides
+here, before the shared :func:`~cairnflow.sql.default_classifier` (which reads
+``sqlstate`` the Postgres way) sees the error.
+"""
+
+from __future__ import annotations
+
+from pymysql import err
+
+from cairnflow.sql import ErrorClass, default_classifier
+
+__all__ = ["RETRYABLE", "UNAVAILABLE", "UNIQUE", "classify_mysql_error", "error_code"]
+
+UNIQUE = frozenset(
+    {
+        1062,  # ER_DUP_ENTRY: Duplicate entry 'x' for key 'y'
+        1586,  # ER_DUP_ENTRY_WITH_KEY_NAME
+    }
+)
+RETRYABLE = frozenset(
+    {
+        1205,  # ER_LOCK_WAIT_TIMEOUT (only the statement was rolled back: we roll back the rest)
+        1213,  # ER_LOCK_DEADLOCK (InnoDB rolled the whole transaction back)
+        1020,  # ER_CHECKREAD: MariaDB's "Record has changed since last read" (snapshot isolation)
+        1412,  # ER_TABLE_DEF_CHANGED: "Table definition has changed, please retry transaction"
+    }
+)
+UNAVAILABLE = frozenset(
+    {
+        1040,  # ER_CON_COUNT_ERROR: too many connections
+        1053,  # ER_SERVER_SHUTDOWN
+        1152,  # ER_ABORTING_CONNECTION
+        1927,  # ER_CONNECTION_KILLED (MariaDB: this connection was killed)
+        2002,  # CR_CONNECTION_ERROR (socket)
+        2003,  # CR_CONN_HOST_ERROR
+        2005,  # CR_UNKNOWN_HOST (a name that does not resolve, e.g. during a failover)
+        2006,  # CR_SERVER_GONE_ERROR
+        2013,  # CR_SERVER_LOST
+        2055,  # CR_SERVER_LOST_EXTENDED
+        3032,  # ER_SERVER_OFFLINE_MODE (MySQL)
+        4031,  # ER_CLIENT_INTERACTION_TIMEOUT (MySQL: disconnected after wait_timeout)
+    }
+)
+
+_LOST_PROTOCOL = ("packet sequence number wrong", "invalid connection", "connection is closed")
+
+
+def error_code(error: BaseException) -> int | None:
+    """The MySQL error number PyMySQL put in ``error.args[0]``, if any."""
+    args = getattr(error, "args", ())
+    if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+        return args[0]
+    return None
+
+
+def classify_mysql_error(error: BaseException) -> ErrorClass:
+    """Sort an exception raised through PyMySQL (others go to the shared classifier).
+
+    Unique violation: 1062 (and 1586). Retryable: 1213 (deadlock), 1205 (lock
+    wait timeout), 1020, 1412. Unavailable: every ``InterfaceError`` (PyMySQL's
+    "the connection is closed"), lost or refused connections (2002, 2003,
+    2006, 2013, 2055, ...), a killed connection (1927), a server shutting
+    down (1053), too many connections (1040), and a protocol out of step
+    after a connection died mid-packet.
+    """
+    if not isinstance(error, err.MySQLError):
+        return default_classifier(error)
+    code = error_code(error)
+    if code in UNIQUE:
+        return ErrorClass(unique_violation=True)
+    if code in RETRYABLE:
+        return ErrorClass(retryable=True)
+    if code in UNAVAILABLE or isinstance(error, err.InterfaceError):
+        return ErrorClass(unavailable=True)
+    text = str(error).lower()
+    if isinstance(error, err.InternalError | err.OperationalError) and any(
+        marker in text for marker in _LOST_PROTOCOL
+    ):
+        return ErrorClass(unavailable=True)
+    return ErrorClass()

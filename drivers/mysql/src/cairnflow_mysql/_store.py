@@ -1,0 +1,364 @@
+"""``mysql://`` and ``mariadb://``: the SQL store on MySQL 8.0+ or MariaDB 10.6+ through PyMySQL."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pymysql
+from pymysql.constants import CLIENT
+
+from cairnflow import CairnError, Cap, Unavailable, ids
+from cairnflow.notify import LOCAL
+from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
+from cairnflow.store import NewRun, StoreInfo
+
+from ._dialect import MySQLDialect
+from ._errors import classify_mysql_error
+from ._pool import MySQLPool
+from ._server import ServerVersion, check_server_version
+from ._url import MySQLURL, parse_url
+from ._version import __version__
+
+__all__ = ["MYSQL_CAPABILITIES", "SQL_MODE", "MySQLStore"]
+
+log = logging.getLogger("cairnflow.mysql")
+
+MYSQL_CAPABILITIES = SQL_CAPABILITIES | {Cap.TRANSACTIONAL_ENQUEUE, Cap.DATABASE_CLOCK}
+"""The SQL layer's capabilities, plus enqueueing on the application's own connection and
+the server's clock (read in UTC, whatever the session's time zone)."""
+
+SQL_MODE = (
+    "STRICT_TRANS_TABLES,STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION,ONLY_FULL_GROUP_BY"
+)
+"""Every connection's ``sql_mode``: strict (an over-long value is an error, never truncated),
+and without ``ANSI_QUOTES`` or ``NO_BACKSLASH_ESCAPES``, whatever the server's default."""
+
+# Options that may come from the URL's query string (as text) or as keyword arguments.
+_STORE_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "table_prefix": str,
+    "pool_size": int,
+    "pool_timeout": float,
+    "ping_interval": float,
+    "tx_attempts": int,
+    "lock_wait_timeout": int,
+    "migration_lock_timeout": int,
+}
+
+
+def _flag(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+# Connection settings the URL may carry, passed on to pymysql.connect().
+_CONNECT_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "unix_socket": str,
+    "connect_timeout": float,
+    "read_timeout": float,
+    "write_timeout": float,
+    "ssl_ca": str,
+    "ssl_cert": str,
+    "ssl_key": str,
+    "ssl_verify_cert": _flag,
+    "ssl_verify_identity": _flag,
+    "ssl_disabled": _flag,
+    "charset": str,
+}
+# What the driver decides for every connection; connect_args may not change it.
+_OWNED = frozenset(
+    {"host", "port", "user", "password", "passwd", "database", "db", "charset", "autocommit"}
+    | {"client_flag", "cursorclass", "sql_mode", "conv", "defer_connect"}
+)
+
+
+class MySQLStore(SQLStore):
+    """The store on MySQL 8.0.1+ or MariaDB 10.6+: many processes, many machines.
+
+    ``url`` is ``mysql://user:password@host:port/database`` (or ``mariadb://``);
+    the tables live in that database, named by ``table_prefix``. Every keyword
+    option may also come from the URL's query string; a keyword argument wins.
+
+    Opening the store connects once: a server older than the minimum is
+    refused with :class:`~cairnflow_mysql.UnsupportedServer` naming both
+    versions, an unreachable one with :class:`cairnflow.Unavailable`.
+
+    Every connection is utf8mb4, READ COMMITTED, strict, autocommit off and
+    reports *matched* rows for UPDATE (``CLIENT.FOUND_ROWS``), so a fenced
+    write that changes nothing still counts as applied. Deadlocks and lock
+    wait timeouts retry the whole transaction (``tx_attempts``).
+
+    ``pool_size`` caps this store's connections (opened on demand);
+    ``pool_timeout`` is how long a thread waits for one. A connection idle for
+    ``ping_interval`` seconds is pinged before use and replaced if dead.
+    ``lock_wait_timeout`` sets the session's ``innodb_lock_wait_timeout``
+    (default: the server's). ``migration_lock_timeout`` is how long a migrator
+    waits for another. ``connect_args`` go to ``pymysql.connect()`` (for
+    example ``init_command`` or an ``ssl`` dict); the driver's own settings
+    (charset, autocommit, client flags, sql_mode) cannot be overridden.
+    """
+
+    capabilities = MYSQL_CAPABILITIES
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        table_prefix: str | None = None,
+        pool_size: int | None = None,
+        pool_timeout: float | None = None,
+        ping_interval: float | None = None,
+        tx_attempts: int | None = None,
+        lock_wait_timeout: int | None = None,
+        migration_lock_timeout: int | None = None,
+        id_generator: ids.IdGenerator = ids.default_id_generator,
+        error_classifier: ErrorClassifier | None = None,
+        connect_args: Mapping[str, Any] | None = None,
+    ) -> None:
+        target = parse_url(url)
+        given = {
+            "table_prefix": table_prefix,
+            "pool_size": pool_size,
+            "pool_timeout": pool_timeout,
+            "ping_interval": ping_interval,
+            "tx_attempts": tx_attempts,
+            "lock_wait_timeout": lock_wait_timeout,
+            "migration_lock_timeout": migration_lock_timeout,
+        }
+        store_options, connect_options = _split_options(target)
+        opts = {**store_options, **{k: v for k, v in given.items() if v is not None}}
+        prefix: str = opts.get("table_prefix", "cf_")
+        # Refuse a bad prefix before anything touches the server.
+        Tables.build(prefix, None, MySQLDialect().quote)
+        size = opts.get("pool_size", 16)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"pool_size must be an int >= 1, got {size!r}")
+        wait = opts.get("lock_wait_timeout")
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int) or wait < 1):
+            raise ValueError(f"lock_wait_timeout must be an int >= 1 second, got {wait!r}")
+        self.url = target
+        self.database = target.database
+        self.lock_wait_timeout: int | None = wait
+        self._connect_kwargs = _connect_kwargs(target, connect_options, connect_args)
+        dialect = MySQLDialect(migration_lock_timeout=opts.get("migration_lock_timeout", 300))
+        self._mysql_dialect = dialect
+        self._server: ServerVersion | None = None
+        pool = MySQLPool(
+            self._connect,
+            max_size=size,
+            timeout=float(opts.get("pool_timeout", 30.0)),
+            ping_interval=float(opts.get("ping_interval", 1.0)),
+        )
+        super().__init__(
+            pool,
+            dialect,
+            load_migrations("cairnflow_mysql"),
+            info=StoreInfo(
+                driver="mysql",
+                distribution="cairnflow-mysql",
+                version=__version__,
+                url=target.redacted(),
+                durable=True,
+            ),
+            table_prefix=prefix,
+            id_generator=id_generator,
+            error_classifier=error_classifier,
+            # Deadlocks are rare here, but cheap to retry: retry more than the default.
+            tx_attempts=opts.get("tx_attempts", 10),
+            notifier=LOCAL,
+        )
+        # User locks (the migration lock) are server-wide: name the database too.
+        self._channel = f"cairnflow_mysql_{self.database}.{prefix}"
+        try:
+            with pool.connection():
+                pass  # connect now: check the server, learn what it is
+        except BaseException:
+            pool.close()
+            raise
+        self._info = dataclasses.replace(self._info, server=self.server.name)
+
+    @classmethod
+    def from_url(cls, url: str, /, **options: Any) -> MySQLStore:
+        """Open ``mysql://user:password@host:port/database?option=value`` (or ``mariadb://``).
+
+        Options given as strings (from the command line) are converted.
+        """
+        converted: dict[str, Any] = {}
+        for name, value in options.items():
+            convert = _STORE_OPTIONS.get(name)
+            if isinstance(value, str) and convert is not None:
+                try:
+                    converted[name] = convert(value)
+                except ValueError as error:
+                    raise CairnError(f"invalid value for option {name!r}: {error}") from None
+            else:
+                converted[name] = value
+        return cls(url, **converted)
+
+    # -- connections ---------------------------------------------------------------------------
+    @property
+    def server(self) -> ServerVersion:
+        """The server this store talks to, as it reported itself when the store connected."""
+        if self._server is None:
+            raise CairnError("the store has not connected yet")
+        return self._server
+
+    def _connect(self) -> Any:
+        """A new connection, set up for the SQL layer, to a server checked again."""
+        where = self.url.redacted()
+        try:
+            conn = pymysql.connect(**self._connect_kwargs)
+        except pymysql.err.MySQLError as error:
+            if classify_mysql_error(error).unavailable:
+                raise Unavailable(f"cannot connect to {where}: {error}") from error
+            raise CairnError(f"cannot connect to {where}: {error}") from error
+        try:
+            with conn.cursor() as cursor:
+                raw = _select_version(cursor)
+                server = check_server_version(raw, where=f"the server at {where}")
+                settings = [
+                    "SESSION sql_mode = %s",
+                    f"SESSION {server.isolation_variable} = 'READ-COMMITTED'",
+                ]
+                params: list[Any] = [SQL_MODE]
+                if self.lock_wait_timeout is not None:
+                    settings.append("SESSION innodb_lock_wait_timeout = %s")
+                    params.append(self.lock_wait_timeout)
+                cursor.execute("SET " + ", ".join(settings), params)
+            conn.commit()
+        except BaseException as error:
+            conn.close()
+            if isinstance(error, pymysql.err.MySQLError):
+                if classify_mysql_error(error).unavailable:
+                    raise Unavailable(f"cannot set up a connection to {where}: {error}") from error
+                raise CairnError(f"cannot set up a connection to {where}: {error}") from error
+            raise
+        if self._server is None:
+            self._server = server
+            self._mysql_dialect.server = server
+        elif server.flavor != self._server.flavor or server.version != self._server.version:
+            log.warning("%s now reports %s (was %s)", where, server.name, self._server.name)
+        return conn
+
+    # -- transactional enqueue -----------------------------------------------------------------
+    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
+        """Insert runs with their steps in one transaction (or in the application's ``tx``).
+
+        ``tx`` is the application's open PyMySQL connection
+        (``Cap.TRANSACTIONAL_ENQUEUE``): the rows are written inside a savepoint
+        of its transaction, never committed here. If the enqueue fails (a
+        duplicate key raises :class:`cairnflow.DuplicateRun`) the savepoint is
+        rolled back, so the application's own writes stay as they were and its
+        transaction can go on. A deadlock rolls the application's whole
+        transaction back (InnoDB's rule): that error is raised for the
+        application to retry its transaction.
+        """
+        if tx is None or not runs:
+            return super().create_runs(runs, tx=tx)
+        self._check_application_connection(tx)
+        with tx.cursor() as cursor:
+            cursor.execute("SAVEPOINT cairnflow_enqueue")
+        try:
+            created = super().create_runs(runs, tx=tx)
+        except BaseException:
+            try:
+                with tx.cursor() as cursor:
+                    cursor.execute("ROLLBACK TO SAVEPOINT cairnflow_enqueue")
+            except Exception:
+                # A deadlock already rolled the whole transaction (and the savepoint) back.
+                log.debug("rolling back to the enqueue savepoint failed", exc_info=True)
+            raise
+        with tx.cursor() as cursor:
+            cursor.execute("RELEASE SAVEPOINT cairnflow_enqueue")
+        return created
+
+    def _check_application_connection(self, tx: Any) -> None:
+        if not isinstance(tx, pymysql.connections.Connection):
+            raise TypeError(
+                f"enqueue_tx() on {type(self).__name__} takes the application's PyMySQL "
+                f"connection (pymysql.connections.Connection), got {type(tx).__name__}"
+            )
+        if tx.get_autocommit():
+            raise CairnError(
+                "enqueue_tx() needs a connection with autocommit off: with autocommit on, "
+                "each INSERT would commit on its own instead of with your transaction"
+            )
+        if tx.charset != "utf8mb4":
+            raise CairnError(
+                f"enqueue_tx() needs a connection with charset utf8mb4, got {tx.charset!r}: "
+                f"labels and keys are utf8mb4"
+            )
+        with tx.cursor() as cursor:
+            cursor.execute("SELECT DATABASE()")
+            row = cursor.fetchone()
+        current = row[0] if row else None
+        if current != self.database:
+            raise CairnError(
+                f"enqueue_tx(): the connection's current database is {current!r}, but this "
+                f"store's tables are in {self.database!r}"
+            )
+
+    def __repr__(self) -> str:
+        return f"<MySQLStore {self.url.redacted()} prefix={self.tables.prefix!r}>"
+
+
+def _select_version(cursor: Any) -> str:
+    """``SELECT VERSION()``: what the server says it is (a proxy may lie in the handshake)."""
+    cursor.execute("SELECT VERSION()")
+    row = cursor.fetchone()
+    return str(row[0]) if row else ""
+
+
+def _split_options(target: MySQLURL) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The URL's query string as store options and connection settings, converted."""
+    store: dict[str, Any] = {}
+    connect: dict[str, Any] = {}
+    for name, value in target.options.items():
+        convert = _STORE_OPTIONS.get(name) or _CONNECT_OPTIONS.get(name)
+        if convert is None:
+            known = ", ".join(sorted({*_STORE_OPTIONS, *_CONNECT_OPTIONS}))
+            raise CairnError(f"unknown option {name!r} in the MySQL URL; known: {known}")
+        try:
+            converted = convert(value)
+        except ValueError as error:
+            raise CairnError(f"invalid value for option {name!r} in the URL: {error}") from None
+        (store if name in _STORE_OPTIONS else connect)[name] = converted
+    return store, connect
+
+
+def _connect_kwargs(
+    target: MySQLURL, options: Mapping[str, Any], extra: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The keyword arguments of ``pymysql.connect()`` for every connection of the store."""
+    charset = options.get("charset", "utf8mb4")
+    if charset != "utf8mb4":
+        raise CairnError(f"cairnflow-mysql always connects with charset utf8mb4, not {charset!r}")
+    owned = _OWNED & set(extra or {})
+    if owned:
+        raise CairnError(
+            f"connect_args may not set {', '.join(sorted(owned))}: the URL and the driver decide "
+            f"those"
+        )
+    kwargs: dict[str, Any] = {
+        "host": target.host,
+        "port": target.port,
+        "user": target.user,
+        "password": target.password or "",
+        "database": target.database,
+        "connect_timeout": 10,
+        **{k: v for k, v in options.items() if k != "charset"},
+        **(extra or {}),
+        "charset": "utf8mb4",
+        "autocommit": False,
+        # UPDATE reports the rows it matched, not the rows whose values changed: the SQL
+        # layer reads rowcount to know whether a fenced write applied.
+        "client_flag": CLIENT.FOUND_ROWS,
+    }
+    return kwargs
