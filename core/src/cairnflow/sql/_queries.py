@@ -65,9 +65,11 @@ class Queries:
             WHERE workflow = ? AND active_key IN ({{keys}})"""
 
         # -- claiming ----------------------------------------------------------------------------
+        # Only due steps are 'ready' (steps due later are 'scheduled' until promoted), so the
+        # claim has no range condition: it walks the ready index in order and stops at n.
         self._ready = f"""
             SELECT id FROM {t["steps"]}
-            WHERE status = 'ready' AND due_at <= ? AND workflow IN ({{workflows}}){{queues}}
+            WHERE status = 'ready' AND workflow IN ({{workflows}}){{queues}}
             ORDER BY priority DESC, due_at, id
             LIMIT ?"""
         self._claimed_set = """
@@ -249,10 +251,13 @@ class Queries:
         limit: int,
         claimed: tuple[Any, ...],
     ) -> ClaimPlan:
-        """The statements of one claim; ``claimed`` are the values of the claimed SET clause."""
+        """The statements of one claim; ``claimed`` are the values of the claimed SET clause.
+
+        ``now`` is not a condition: a step is only 'ready' once it is due.
+        """
         queue_sql = f" AND queue IN ({marks(len(queues))})" if queues is not None else ""
         ready = self._ready.format(workflows=marks(len(workflows)), queues=queue_sql)
-        ready_params = (now, *workflows, *(queues or ()), limit)
+        ready_params = (*workflows, *(queues or ()), limit)
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)

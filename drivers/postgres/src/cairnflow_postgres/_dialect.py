@@ -25,7 +25,15 @@ from psycopg import IsolationLevel
 from psycopg.pq import TransactionStatus
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from cairnflow.sql import Cursor, Dialect, ErrorClass, Tables, default_classifier
+from cairnflow.sql import (
+    ClaimedRow,
+    ClaimPlan,
+    Cursor,
+    Dialect,
+    ErrorClass,
+    Tables,
+    default_classifier,
+)
 
 __all__ = ["PostgresDialect", "advisory_key", "classify"]
 
@@ -116,6 +124,22 @@ class PostgresDialect(Dialect):
     def classify(self, error: BaseException) -> ErrorClass:
         """Sort a psycopg error by SQLSTATE (:func:`classify`)."""
         return classify(error)
+
+    def claim(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
+        """Claim through the ready index, in its order, whatever the statistics say.
+
+        A queue table's statistics are stale after every burst: autovacuum has not
+        analysed the thousands of steps just enqueued, the planner believes a few
+        rows are ready, and it reads every one of them through a bitmap and sorts
+        them, on every claim (21 ms at 10,000 ready steps, against 0.7 ms for the
+        ordered index scan that stops after n rows). The claim is always that
+        ordered scan, so its transaction turns the two alternatives off, locally.
+        """
+        cursor.execute(
+            "SELECT set_config('enable_sort', 'off', true),"
+            " set_config('enable_bitmapscan', 'off', true)"
+        )
+        return super().claim(cursor, plan)
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
