@@ -26,16 +26,17 @@ FinishAndClaim = Callable[
     [Sequence[tuple[str, Outcome]], int, ClaimRequest | None],
     tuple[list[FinishResult], list[ClaimedAttempt]],
 ]
-PlanClaim = Callable[[int], ClaimRequest | None]
+PlanClaim = Callable[[int, bool], ClaimRequest | None]
 Accept = Callable[[list[ClaimedAttempt], ClaimRequest, float], None]
 
 
 class _Pending:
-    __slots__ = ("error", "outcome", "result", "token")
+    __slots__ = ("eager", "error", "outcome", "result", "token")
 
-    def __init__(self, token: str, outcome: Outcome) -> None:
+    def __init__(self, token: str, outcome: Outcome, eager: bool) -> None:
         self.token = token
         self.outcome = outcome
+        self.eager = eager
         self.result: FinishResult | None = None
         self.error: BaseException | None = None
 
@@ -71,11 +72,20 @@ class GroupCommit:
         self._queue: list[_Pending] = []
         self._writing = False
 
-    def finish(self, token: str, outcome: Outcome) -> FinishResult:
-        """Write ``outcome`` (alone or with others); raise what the store raised for it."""
+    @property
+    def claims(self) -> bool:
+        """True when the writes also claim for the slots they free."""
+        return self._finish_and_claim is not None
+
+    def finish(self, token: str, outcome: Outcome, *, eager: bool = False) -> FinishResult:
+        """Write ``outcome`` (alone or with others); raise what the store raised for it.
+
+        ``eager``: the outcome may make other steps ready, so the write claims
+        even when the client saw no backlog.
+        """
         if self._finish_many is None:
             return self._store.finish(token, outcome, self._now())
-        mine = _Pending(token, outcome)
+        mine = _Pending(token, outcome, eager)
         with self._cond:
             self._queue.append(mine)
         while True:
@@ -102,7 +112,7 @@ class GroupCommit:
             if self._finish_and_claim is not None:
                 assert self._plan_claim is not None
                 assert self._accept is not None
-                request = self._plan_claim(len(batch))
+                request = self._plan_claim(len(batch), any(p.eager for p in batch))
                 started = monotonic()
                 results, claimed = self._finish_and_claim(items, self._now(), request)
                 if request is not None:

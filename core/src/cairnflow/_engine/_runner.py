@@ -72,8 +72,12 @@ class StepRunner:
         self._state = state
         self._loops = threading.local()
         self._commit = GroupCommit(
-            state.store, state.now, plan_claim=state.plan_claim, accept=state.accept
+            state.store,
+            state.now,
+            plan_claim=lambda freed, eager: state.plan_claim(freed, eager=eager),
+            accept=state.accept,
         )
+        state.commits_claim = self._commit.claims
 
     # -- the whole attempt -------------------------------------------------------------------
     def run(self, attempt: RunningAttempt) -> None:
@@ -102,7 +106,9 @@ class StepRunner:
         try:
             while True:
                 try:
-                    result = self._commit.finish(claimed.token, outcome)
+                    result = self._commit.finish(
+                        claimed.token, outcome, eager=self._may_release(claimed, outcome)
+                    )
                     break
                 except Unavailable:
                     if holder is None or holder.expired(monotonic() + pause, state.settings.lease):
@@ -140,6 +146,17 @@ class StepRunner:
         if result.run_status is not None:
             state.run_finished()
         return result
+
+    def _may_release(self, claimed: ClaimedAttempt, outcome: Outcome) -> bool:
+        """True when writing ``outcome`` may make other steps of the run ready."""
+        if not isinstance(outcome, Succeeded | WaitFor | Failed | Snoozed):
+            return False
+        if not isinstance(outcome, Succeeded | WaitFor):
+            # A retry or snooze due now is ready at once.
+            due = _due_time(outcome)
+            return due is not None and due <= self._state.now()
+        workflow = self._state.registry.get(claimed.workflow)
+        return workflow is not None and bool(workflow.children(claimed.step))
 
     # -- outcomes ----------------------------------------------------------------------------
     def _outcome(self, attempt: RunningAttempt) -> Outcome | None:

@@ -16,7 +16,7 @@ from ..notify import Notifier
 from ..retry import JitterSource
 from ..store import ClaimedAttempt, ClaimRequest, Store
 from ..workflow import Workflow
-from ._attempt import RunningAttempt
+from ._attempt import End, RunningAttempt
 
 __all__ = ["CLOSURE_WORKFLOW", "EngineState", "Settings"]
 
@@ -77,6 +77,8 @@ class EngineState:
         self.held: dict[str, RunningAttempt] = {}
         self.in_flight = 0
         self.want_claim = True
+        self.commits_claim = False
+        """True when outcome writes also claim (``finish_and_claim``); set by the runner."""
         self.wake_event = threading.Event()
         self.replan = threading.Event()
         """Set when an attempt got a deadline: the watchdog plans again."""
@@ -147,12 +149,18 @@ class EngineState:
                 self.in_flight += 1
 
     def untrack(self, attempt: RunningAttempt) -> None:
-        """Release ``attempt``'s slot; wake the dispatcher if it wants to claim more."""
+        """Release ``attempt``'s slot; wake the dispatcher if it wants to claim more.
+
+        When outcomes are written by a group commit that claims in the same
+        transaction, that commit already refilled the slot: the dispatcher is
+        only woken for attempts that ended without writing an outcome.
+        """
         with self.lock:
             if self.held.pop(attempt.token, None) is None:
                 return
             self.in_flight -= 1
-            wake = self.want_claim
+            refilled = self.commits_claim and attempt.end in (End.COMPLETED, End.TIMED_OUT)
+            wake = self.want_claim and not refilled
         if wake:
             self.wake_event.set()
 
@@ -162,15 +170,16 @@ class EngineState:
             return list(self.held.values())
 
     # -- claiming -----------------------------------------------------------------------------
-    def plan_claim(self, freed: int = 0) -> ClaimRequest | None:
+    def plan_claim(self, freed: int = 0, *, eager: bool = False) -> ClaimRequest | None:
         """A claim for the idle slots (plus ``freed`` slots about to free), or None.
 
         None when nothing suggests there is work (no wake-up since the last
-        claim came back short) or no slot is free. The flag is cleared here; a
-        wake-up during the claim sets it again, so none is lost.
+        claim came back short, and not ``eager``: an outcome in the same
+        transaction may make steps ready) or no slot is free. The flag is
+        cleared here; a wake-up during the claim sets it again, so none is lost.
         """
         with self.lock:
-            if not self.want_claim or self.stopping.is_set():
+            if not (self.want_claim or eager) or self.stopping.is_set():
                 return None
             limit = self.settings.workers - self.in_flight + freed
             if limit <= 0:

@@ -172,7 +172,7 @@ class Queries:
         self._ready_children = f"""
             UPDATE {t["steps"]} SET status = 'ready', due_at = ?
             WHERE run_id = ? AND name IN ({{names}}) AND parents_left = 0 AND status = 'blocked'"""
-        self.count_step_done = f"UPDATE {t['runs']} SET steps_left = steps_left - 1 WHERE id = ?"
+        self.count_steps_done = f"UPDATE {t['runs']} SET steps_left = steps_left - ? WHERE id = ?"
         self.run_succeeded = f"""
             UPDATE {t["runs"]}
             SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .. import ids
 from .._caps import Cap
@@ -122,6 +122,46 @@ class StoreStats:
                 "statements": self.statements,
                 "retries": self.retries,
             }
+
+
+class _Redo(CairnError):
+    """A batched write met an attempt whose lease was lost: redo the batch one at a time."""
+
+
+class _RunTally:
+    """The steps left of the runs a transaction locked, and the run writes it owes them.
+
+    Successes are counted here and written once per run at :meth:`flush` (one
+    ``executemany`` for all the runs of a batch), rather than once per step.
+    """
+
+    def __init__(self) -> None:
+        self.left: dict[str, int] = {}
+        self._done: Counter[str] = Counter()
+        self._finished: list[str] = []
+
+    def succeeded(self, run_id: str) -> bool:
+        """Count a success of ``run_id``; True when it was the run's last step."""
+        self.left[run_id] -= 1
+        if self.left[run_id] > 0:
+            self._done[run_id] += 1
+            return False
+        self._done.pop(run_id, None)
+        self._finished.append(run_id)
+        return True
+
+    def flush(self, store: SQLStore, cur: Cursor, now: int) -> None:
+        """Write the counts and end the runs whose every step succeeded."""
+        q = store._queries
+        if self._done:
+            store._execute_many(
+                cur, q.count_steps_done, [(n, run) for run, n in self._done.items()]
+            )
+        if self._finished:
+            store._execute_many(cur, q.run_succeeded, [(now, run) for run in self._finished])
+            store._execute_many(cur, q.drop_signals, [(run,) for run in self._finished])
+        self._done.clear()
+        self._finished.clear()
 
 
 class _UniqueViolation(Exception):
@@ -230,6 +270,17 @@ class SQLStore:
         self.stats.count(statements=1)
         cursor.execute(self.dialect.sql(sql), tuple(params))
         return cursor
+
+    def _execute_many(self, cursor: Cursor, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        """One statement for many rows (one round trip where the driver pipelines it)."""
+        if not rows:
+            return 0
+        self.stats.count(statements=1)
+        if len(rows) == 1:
+            cursor.execute(self.dialect.sql(sql), tuple(rows[0]))
+        else:
+            cursor.executemany(self.dialect.sql(sql), [tuple(r) for r in rows])
+        return int(cursor.rowcount)
 
     def _transaction(self, work: Callable[[Cursor], T], *, write: bool = True, tx: Any = None) -> T:
         """Run ``work(cursor)`` in one transaction, retrying it on retryable errors."""
@@ -718,14 +769,18 @@ class SQLStore:
         if not items and claim is None:
             return [], []
 
-        def work(cur: Cursor) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
-            results = self._finish_in(cur, items, now)
+        def work(cur: Cursor, batched: bool) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+            results = self._finish_in(cur, items, now, batched=batched)
             return results, (self._claim_in(cur, claim) if claim is not None else [])
 
-        return self._transaction(work)
+        try:
+            return self._transaction(lambda cur: work(cur, True))
+        except _Redo:
+            # Some attempt of the batch had lost its lease: nothing was written; go one by one.
+            return self._transaction(lambda cur: work(cur, False))
 
     def _finish_in(
-        self, cur: Cursor, items: Sequence[tuple[str, Outcome]], now: int
+        self, cur: Cursor, items: Sequence[tuple[str, Outcome]], now: int, *, batched: bool
     ) -> list[FinishResult]:
         results: list[FinishResult] = [FinishResult(AttemptState.LOST)] * len(items)
         parsed: list[tuple[int, str, str]] = []
@@ -737,7 +792,7 @@ class SQLStore:
             return results
         q = self._queries
         found: dict[str, tuple[str, list[str]]] = {}
-        left: dict[str, int] = {}
+        tally = _RunTally()
         # Where the engine can, one statement reads every step and locks their runs in
         # id order; otherwise each run is locked by its own statement, in id order too.
         joined = self.dialect.lock_runs_joined is not None
@@ -746,18 +801,33 @@ class SQLStore:
             for row in self._execute(cur, sql, params).fetchall():
                 found[_text(row[0])] = (_text(row[1]), json.loads(row[2]))
                 if joined:
-                    left[_text(row[1])] = int(row[3])
-        order = sorted(parsed, key=lambda p: (found.get(p[1], ("", []))[0], p[1]))
-        for index, step_id, secret in order:
-            if step_id in found:
+                    tally.left[_text(row[1])] = int(row[3])
+        order = sorted((p for p in parsed if p[1] in found), key=lambda p: (found[p[1]][0], p[1]))
+        for run_id in dict.fromkeys(found[step_id][0] for _, step_id, _ in order):
+            if run_id not in tally.left:
+                locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
+                tally.left[run_id] = int(locked[1]) if locked is not None else 0
+        plain = [p for p in order if type(items[p[0]][1]) is Succeeded]
+        if batched and len(plain) > 1:
+            # The common case, in one statement: every success still holds its lease.
+            rows = [
+                (cast(Succeeded, items[i][1]).output, now, step_id, secret)
+                for i, step_id, secret in plain
+            ]
+            if self._execute_many(cur, q.succeed, rows) != len(rows):
+                raise _Redo("a lease of the batch was lost")
+            for index, step_id, _secret in plain:
                 run_id, children = found[step_id]
-                if run_id not in left:
-                    locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
-                    left[run_id] = int(locked[1]) if locked is not None else 0
-                outcome = items[index][1]
-                results[index] = self._apply(
-                    cur, step_id, secret, run_id, children, outcome, now, left
-                )
+                results[index] = self._succeeded(cur, run_id, children, tally, now)
+            done = {p[0] for p in plain}
+            order = [p for p in order if p[0] not in done]
+        for index, step_id, secret in order:
+            run_id, children = found[step_id]
+            outcome = items[index][1]
+            results[index] = self._apply(
+                cur, step_id, secret, run_id, children, outcome, now, tally
+            )
+        tally.flush(self, cur, now)
         return results
 
     def _apply(
@@ -769,12 +839,12 @@ class SQLStore:
         children: Sequence[str],
         outcome: Outcome,
         now: int,
-        left: dict[str, int],
+        tally: _RunTally,
     ) -> FinishResult:
         """One fenced outcome inside an open transaction whose run row is locked.
 
-        ``left`` holds the runs' steps left, read under that lock and kept
-        current here, so several outcomes of one run in a batch count right.
+        ``tally`` holds the runs' steps left, read under that lock, and the run
+        writes owed, so several outcomes of one run in a batch count right.
         """
         q = self._queries
 
@@ -787,7 +857,7 @@ class SQLStore:
         if isinstance(outcome, Succeeded):
             if not fenced(q.succeed, outcome.output, now):
                 return lost()
-            return self._succeeded(cur, run_id, children, left, now)
+            return self._succeeded(cur, run_id, children, tally, now)
         if isinstance(outcome, Failed):
             error = outcome.error.to_json()
             if outcome.retry_at is not None:
@@ -813,16 +883,19 @@ class SQLStore:
                 if not fenced(q.succeed, _bytes(stored[1]), now):
                     return lost()
                 self._execute(cur, q.consume_signal, (stored[0],))
-                return self._succeeded(cur, run_id, children, left, now)
+                return self._succeeded(cur, run_id, children, tally, now)
             if not fenced(q.wait, outcome.deadline, outcome.signal):
                 return lost()
             return FinishResult(AttemptState.HELD)
         raise TypeError(f"unknown outcome {outcome!r}")
 
     def _succeeded(
-        self, cur: Cursor, run_id: str, children: Sequence[str], left: dict[str, int], now: int
+        self, cur: Cursor, run_id: str, children: Sequence[str], tally: _RunTally, now: int
     ) -> FinishResult:
-        """After a step succeeded (run row locked): release children, count, maybe end the run."""
+        """After a step succeeded (run row locked): release its children, count it.
+
+        The run's own row is written when ``tally`` is flushed.
+        """
         q = self._queries
         ready = 0
         if children:
@@ -830,14 +903,10 @@ class SQLStore:
             self._execute(cur, sql, params)
             sql, params = q.ready_children(now, run_id, children)
             ready = int(self._execute(cur, sql, params).rowcount)
-        left[run_id] -= 1
-        if left[run_id] > 0:
-            self._execute(cur, q.count_step_done, (run_id,))
-            return FinishResult(AttemptState.HELD, ready=ready)
-        # The last step: every step succeeded, so there is nothing left to cancel.
-        self._execute(cur, q.run_succeeded, (now, run_id))
-        self._execute(cur, q.drop_signals, (run_id,))
-        return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
+        if tally.succeeded(run_id):
+            # The last step: every step succeeded, so there is nothing left to cancel.
+            return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
+        return FinishResult(AttemptState.HELD, ready=ready)
 
     def _end_run(self, cur: Cursor, run_id: str, state: str, error: str | None, now: int) -> None:
         """Finish the run (row locked), release its key, cancel its unfinished steps."""
@@ -873,11 +942,13 @@ class SQLStore:
                     return 0
                 run_id, children = _text(row[0]), json.loads(row[1])
                 locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
-                left = {run_id: int(locked[1]) if locked is not None else 0}
+                tally = _RunTally()
+                tally.left[run_id] = int(locked[1]) if locked is not None else 0
                 if status == "sleeping":
                     if self._execute(cur, q.wake_sleeper, (now, step_id, now)).rowcount != 1:
                         return 0
-                    self._succeeded(cur, run_id, children, left, now)
+                    self._succeeded(cur, run_id, children, tally, now)
+                    tally.flush(self, cur, now)
                     return 1
                 signal, attempt, name = self._execute(cur, q.step_signal, (step_id,)).fetchone()
                 error = ErrorInfo(
@@ -912,7 +983,10 @@ class SQLStore:
             if waiting is not None:
                 step_id, children = _text(waiting[0]), json.loads(waiting[1])
                 if self._execute(cur, q.resolve_wait, (payload, now, step_id)).rowcount == 1:
-                    self._succeeded(cur, run_id, children, {run_id: int(locked[1])}, now)
+                    tally = _RunTally()
+                    tally.left[run_id] = int(locked[1])
+                    self._succeeded(cur, run_id, children, tally, now)
+                    tally.flush(self, cur, now)
                     return SignalResult.DELIVERED
             self._execute(cur, q.insert_signal, (run_id, name, payload, now))
             return SignalResult.STORED
