@@ -231,7 +231,7 @@ def queries(dialect: MySQLDialect) -> Queries:
     return Queries(Tables.build("cf_", None, dialect.quote), dialect)
 
 
-def test_sql_uses_format_placeholders_and_spells_row_value_lists_for_the_optimizer() -> None:
+def test_sql_uses_format_placeholders_and_looks_leases_up_by_primary_key() -> None:
     dialect = MySQLDialect()
     sql, params = queries(dialect).hand_back(7, [("s1", "t1"), ("s2", "t2")])
     converted = dialect.sql(sql)

@@ -234,3 +234,42 @@ def test_the_claim_uses_the_ready_index(db: Path) -> None:
     detail = " ".join(str(row[-1]) for row in plan)
     assert "cf_steps_ready" in detail
     assert "TEMP B-TREE" not in detail  # the index gives the order: no sort
+
+
+def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
+    """Claims and outcomes read through the index meant for them (EXPLAIN QUERY PLAN).
+
+    A plan may walk an index in order (the claim does, and stops after n rows);
+    it may never scan a table, nor reach runs by id through another index (a
+    state condition once sent run updates down the state index, over every
+    active run).
+    """
+    store = SQLiteStore(db)
+    store.migrate()
+    q = store._queries
+    plan = q.claim_plan(workflows=["w"], queues=None, now=0, limit=8, claimed=("s", 0, "n", 0))
+    by_run_id = "sqlite_autoindex_cf_runs_1"
+    statements = {
+        "claim": (plan.update_returning, "cf_steps_ready"),
+        "claim_runs": (q.claim_runs(["r1", "r2"]), by_run_id),
+        "claim_inputs": (q.claim_inputs(["r1"], ["a", "b"]), "sqlite_autoindex_cf_steps_2"),
+        "steps_with_runs": (q.steps_with_runs(["s1", "s2", "s3"]), by_run_id),
+        "succeed": ((q.succeed, (b"1", 0, "s1", "t")), "sqlite_autoindex_cf_steps_1"),
+        "runs_succeeded": (q.runs_succeeded(0, ["r1", "r2", "r3"]), by_run_id),
+        "drop_signals_of": (q.drop_signals_of(["r1", "r2"]), "cf_signals_run"),
+        "count_steps_done": ((q.count_steps_done, (1, "r1")), by_run_id),
+        "lock_run": ((q.lock_run, ("r1",)), by_run_id),
+        "release_children": (q.release_children("r1", ["b", "c"]), "sqlite_autoindex_cf_steps_2"),
+        "ready_children": (q.ready_children(0, "r1", ["b", "c"]), "sqlite_autoindex_cf_steps_2"),
+        "renew": (q.renew(0, [("s1", "t"), ("s2", "t")]), "sqlite_autoindex_cf_steps_1"),
+        "expired": (q.expired(0, ["w"], 10), "cf_steps_running"),
+        "due": (q.due(0, ["w"], 10), "cf_steps_due"),
+        "promote": (q.promote(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+    }
+    with sqlite3.connect(db) as conn:
+        for name, ((sql, params), index) in statements.items():
+            rows = conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+            details = [str(row[-1]) for row in rows]
+            bare = [d for d in details if d.startswith("SCAN cf_") and " INDEX " not in d]
+            assert not bare, f"{name} scans a table: {details}"
+            assert any(index in d for d in details), f"{name} does not use {index}: {details}"

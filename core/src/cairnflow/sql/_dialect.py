@@ -26,7 +26,9 @@ Cursor = Any
 """A DB-API 2.0 cursor."""
 
 ClaimedRow = tuple[Any, ...]
-"""``(id, run_id, name, kind, attempt, failures, reclaims, parents)`` of a claimed step."""
+"""``(id, run_id, name, kind, attempt, failures, reclaims, parents)`` of a claimed step,
+followed by ``(run id, workflow, queue, payload, labels)`` of its run when the claim
+returned them (:attr:`ClaimPlan.update_returning_runs`)."""
 
 Statement = tuple[str, tuple[Any, ...]]
 """Portable SQL (``?`` placeholders) and its parameters."""
@@ -38,6 +40,8 @@ class ClaimPlan:
 
     update_returning: Statement
     """``UPDATE steps SET <claimed> WHERE id IN (SELECT ... <skip_locked>) RETURNING ...``."""
+    update_returning_runs: Statement
+    """The same, ``FROM runs`` and returning the runs' columns too (Postgres)."""
     select_ready: Statement
     """``SELECT id FROM steps WHERE <ready> ORDER BY ... LIMIT n <skip_locked>``."""
     mark_claimed: Callable[[Sequence[str]], Statement]

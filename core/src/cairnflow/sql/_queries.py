@@ -35,9 +35,14 @@ def marks(count: int) -> str:
     return ", ".join(["?"] * max(count, 1))
 
 
-def pair_marks(count: int) -> str:
-    """``(?, ?), (?, ?)`` for ``count`` pairs."""
-    return ", ".join(["(?, ?)"] * max(count, 1))
+def held_by(count: int) -> str:
+    """``((id = ? AND lease_token = ?) OR ...)`` for ``count`` (step id, lease secret) pairs.
+
+    Spelled out rather than as a row-value ``(id, lease_token) IN ((?, ?), ...)``:
+    SQLite and MariaDB plan a row-value IN as a scan of every running step, while
+    each ``id = ?`` term is a primary-key lookup on every engine.
+    """
+    return "(" + " OR ".join(["(id = ? AND lease_token = ?)"] * max(count, 1)) + ")"
 
 
 class Queries:
@@ -79,6 +84,14 @@ class Queries:
             UPDATE {t["steps"]} SET {self._claimed_set}
             WHERE id IN ({{ready}}{dialect.skip_locked})
             RETURNING {_CLAIMED}"""
+        # The same claim returning its runs' payloads too, where UPDATE ... FROM may
+        # return the joined table's columns (Postgres): one statement instead of two.
+        claimed_s = ", ".join(f"s.{c.strip()}" for c in _CLAIMED.split(","))
+        self._update_returning_runs = f"""
+            UPDATE {t["steps"]} s SET {self._claimed_set}
+            FROM {t["runs"]} r
+            WHERE r.id = s.run_id AND s.id IN ({{ready}}{dialect.skip_locked})
+            RETURNING {claimed_s}, r.id, r.workflow, r.queue, r.payload, r.labels"""
         self._mark_claimed = f"""
             UPDATE {t["steps"]} SET {self._claimed_set}
             WHERE id IN ({{ids}}) AND status = 'ready'"""
@@ -92,7 +105,7 @@ class Queries:
         # -- leases ------------------------------------------------------------------------------
         self._renew = f"""
             UPDATE {t["steps"]} SET lease_until = ?
-            WHERE status = 'running' AND (id, lease_token) IN ({{pairs}})"""
+            WHERE status = 'running' AND {{held}}"""
         self._lease_states = f"""
             SELECT id, lease_token, status FROM {t["steps"]} WHERE id IN ({{ids}})"""
         self.heartbeat = f"""
@@ -105,7 +118,7 @@ class Queries:
         self._hand_back = f"""
             UPDATE {t["steps"]}
             SET status = 'ready', due_at = ?, lease_token = NULL, lease_until = NULL
-            WHERE status = 'running' AND (id, lease_token) IN ({{pairs}})"""
+            WHERE status = 'running' AND {{held}}"""
         self._expired = f"""
             SELECT id, run_id, workflow, name, attempt, failures, reclaims, lease_token
             FROM {t["steps"]}
@@ -188,6 +201,13 @@ class Queries:
             UPDATE {t["steps"]} SET status = 'cancelled', finished_at = ?, due_at = NULL
             WHERE id IN ({{ids}})"""
         self.drop_signals = f"DELETE FROM {t['signals']} WHERE run_id = ?"
+        self._drop_signals_of = f"DELETE FROM {t['signals']} WHERE run_id IN ({{ids}})"
+        # By id only: these runs are locked and every step of each succeeded, so each is
+        # still active. (A state condition here can send a planner down the state index.)
+        self._runs_succeeded = f"""
+            UPDATE {t["runs"]}
+            SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL
+            WHERE id IN ({{ids}})"""
 
         # -- due work ---------------------------------------------------------------------------
         self._due = f"""
@@ -270,6 +290,10 @@ class Queries:
                 self._update_returning.format(ready=ready),
                 (*claimed, *ready_params),
             ),
+            update_returning_runs=(
+                self._update_returning_runs.format(ready=ready),
+                (*claimed, *ready_params),
+            ),
             select_ready=(ready + self.dialect.skip_locked, ready_params),
             mark_claimed=mark_claimed,
             claimed_rows=claimed_rows,
@@ -282,6 +306,14 @@ class Queries:
     def steps_with_runs(self, step_ids: Sequence[str]) -> Statement:
         """Run, children and the run's steps left of each step, locking the runs in id order."""
         return self._steps_with_runs.format(ids=marks(len(step_ids))), tuple(step_ids)
+
+    def runs_succeeded(self, now: int, run_ids: Sequence[str]) -> Statement:
+        """End the runs ``run_ids``, all of whose steps succeeded."""
+        return self._runs_succeeded.format(ids=marks(len(run_ids))), (now, *run_ids)
+
+    def drop_signals_of(self, run_ids: Sequence[str]) -> Statement:
+        """Forget the kept signals of finished runs."""
+        return self._drop_signals_of.format(ids=marks(len(run_ids))), tuple(run_ids)
 
     def holder_of_key(self, workflow: str, keys: Sequence[str]) -> Statement:
         """Which run holds which of ``keys``."""
@@ -299,7 +331,7 @@ class Queries:
     def renew(self, lease_until: int, held: Sequence[tuple[str, str]]) -> Statement:
         """Extend the leases ``held`` (``(step id, lease secret)`` pairs)."""
         flat = tuple(value for pair in held for value in pair)
-        return self._renew.format(pairs=pair_marks(len(held))), (lease_until, *flat)
+        return self._renew.format(held=held_by(len(held))), (lease_until, *flat)
 
     def lease_states(self, step_ids: Sequence[str]) -> Statement:
         """Status and lease of each step."""
@@ -308,7 +340,7 @@ class Queries:
     def hand_back(self, now: int, held: Sequence[tuple[str, str]]) -> Statement:
         """Make the attempts ``held`` ready again at ``now``."""
         flat = tuple(value for pair in held for value in pair)
-        return self._hand_back.format(pairs=pair_marks(len(held))), (now, *flat)
+        return self._hand_back.format(held=held_by(len(held))), (now, *flat)
 
     def expired(self, lease_now: int, workflows: Sequence[str], limit: int) -> Statement:
         """Running steps whose lease ended before ``lease_now``."""

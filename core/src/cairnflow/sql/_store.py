@@ -157,9 +157,9 @@ class _RunTally:
             store._execute_many(
                 cur, q.count_steps_done, [(n, run) for run, n in self._done.items()]
             )
-        if self._finished:
-            store._execute_many(cur, q.run_succeeded, [(now, run) for run in self._finished])
-            store._execute_many(cur, q.drop_signals, [(run,) for run in self._finished])
+        for chunk in _chunks(self._finished):
+            store._execute(cur, *q.runs_succeeded(now, chunk))
+            store._execute(cur, *q.drop_signals_of(chunk))
         self._done.clear()
         self._finished.clear()
 
@@ -606,7 +606,10 @@ class SQLStore:
         ]
         run_ids = sorted({s[1] for s in steps})
         runs: dict[str, tuple[Any, ...]] = {}
-        for chunk in _chunks(run_ids):
+        if len(rows[0]) > 8:  # the claim returned the runs' columns too
+            for row in rows:
+                runs[_text(row[8])] = tuple(row[8:])
+        for chunk in _chunks([r for r in run_ids if r not in runs]):
             sql, params = q.claim_runs(chunk)
             for row in self._execute(cur, sql, params).fetchall():
                 runs[_text(row[0])] = row

@@ -17,10 +17,8 @@ reports when the store connects (:class:`~cairnflow_mysql.ServerVersion`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import logging
-import re
 from collections.abc import Iterator
 from typing import Literal
 
@@ -36,14 +34,6 @@ log = logging.getLogger("cairnflow.mysql")
 retry_log = logging.getLogger("cairnflow.mysql.retry")
 
 _LOCK_NAME_MAX = 64  # MySQL refuses longer user-lock names
-
-
-_ROW_IN = re.compile(r"\((\w+), (\w+)\) IN \(((?:\(\?, \?\)(?:, )?)+)\)")
-
-
-def _spell_row_in(match: re.Match[str]) -> str:
-    first, second, pairs = match[1], match[2], match[3].count("(?, ?)")
-    return "(" + " OR ".join([f"({first} = ? AND {second} = ?)"] * pairs) + ")"
 
 
 def migration_lock_name(key: str) -> str:
@@ -87,17 +77,6 @@ class MySQLDialect(Dialect):
             )
         self.server = server
         self.migration_lock_timeout = int(migration_lock_timeout)
-
-    @functools.lru_cache(maxsize=512)  # noqa: B019 - dialects live as long as their store
-    def sql(self, text: str) -> str:
-        """Portable SQL in PyMySQL's ``%s`` style, row-value lists spelled for the optimizer.
-
-        ``(id, lease_token) IN ((?, ?), ...)`` becomes ``((id = ? AND lease_token = ?)
-        OR ...)``, the same parameters in the same order: MariaDB does not use the
-        primary key for a row-value ``IN`` of one pair, and would scan every running
-        step instead of reading one row.
-        """
-        return super().sql(_ROW_IN.sub(_spell_row_in, text))
 
     @property
     def sorts_claims_in_index(self) -> bool:

@@ -139,7 +139,10 @@ class PostgresDialect(Dialect):
             "SELECT set_config('enable_sort', 'off', true),"
             " set_config('enable_bitmapscan', 'off', true)"
         )
-        return super().claim(cursor, plan)
+        # UPDATE ... FROM returns the runs' payloads with the claimed steps: one statement.
+        sql, params = plan.update_returning_runs
+        cursor.execute(self.sql(sql), params)
+        return list(cursor.fetchall())
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
