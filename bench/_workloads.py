@@ -243,10 +243,13 @@ def w4_latency(
             enqueuer = cf.Client(store, notifier=None if notifier else False)
             enqueuer.register(_apps.probe())
             sent: list[tuple[cf.RunRef, int]] = []
-            for _ in range(samples):
+            # An absolute schedule (the i-th enqueue at start + i * every): the samples
+            # cover whole poll periods, so they meet the worker's polls at every phase.
+            start = time.monotonic()
+            for i in range(samples):
+                time.sleep(max(0.0, start + i * every - time.monotonic()))
                 t0 = time.time_ns()
                 sent.append((enqueuer.enqueue("probe", None), t0))
-                time.sleep(every)
             wait_for(engine, prefix, samples, timeout=120 + poll * 3)
             latencies = []
             for ref, t0 in sent:
