@@ -174,6 +174,7 @@ class Workflow:
         self.description = description
         self._steps: dict[str, Step] = {}
         self._by_fn: dict[int, str] = {}
+        self._children: dict[str, tuple[str, ...]] | None = None  # built on first use
         if steps:
             self._add_all(list(steps))
 
@@ -271,6 +272,7 @@ class Workflow:
 
     def _register(self, step: Step) -> None:
         self._steps[step.name] = step
+        self._children = None
         if step.fn is not None:
             self._by_fn.setdefault(id(step.fn), step.name)
 
@@ -330,7 +332,13 @@ class Workflow:
 
     def children(self, name: str) -> tuple[str, ...]:
         """The steps that list ``name`` in their ``after``."""
-        return tuple(s.name for s in self._steps.values() if name in s.parents)
+        if self._children is None:
+            children: dict[str, list[str]] = {n: [] for n in self._steps}
+            for step in self._steps.values():
+                for parent in step.parents:
+                    children[parent].append(step.name)
+            self._children = {n: tuple(c) for n, c in children.items()}
+        return self._children.get(name, ())
 
     @property
     def sinks(self) -> tuple[str, ...]:

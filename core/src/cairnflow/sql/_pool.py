@@ -87,27 +87,25 @@ class QueuePool:
                         f"size the pool above the client's workers"
                     )
         if conn is None:
-            try:
-                return self._connect()
-            except BaseException:
-                with self._cond:
-                    self._opened -= 1
-                    self._cond.notify()
-                raise
+            return self._open_in_slot()
         if self._check is not None:
             try:
                 self._check(conn)
             except Exception:
                 log.info("discarding a connection that failed its check", exc_info=True)
                 _quietly_close(conn)
-                try:
-                    return self._connect()
-                except BaseException:
-                    with self._cond:
-                        self._opened -= 1
-                        self._cond.notify()
-                    raise
+                return self._open_in_slot()
         return conn
+
+    def _open_in_slot(self) -> Any:
+        """Open a connection in a slot already counted; give the slot back if that fails."""
+        try:
+            return self._connect()
+        except BaseException:
+            with self._cond:
+                self._opened -= 1
+                self._cond.notify()
+            raise
 
     def _release(self, conn: Any, *, discard: bool) -> None:
         with self._cond:

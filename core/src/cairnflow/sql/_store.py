@@ -135,6 +135,13 @@ class _RunTally:
     ``executemany`` for all the runs of a batch), rather than once per step.
     """
 
+    @classmethod
+    def of(cls, run_id: str, steps_left: int) -> _RunTally:
+        """A tally of one locked run."""
+        tally = cls()
+        tally.left[run_id] = steps_left
+        return tally
+
     def __init__(self) -> None:
         self.left: dict[str, int] = {}
         self._done: Counter[str] = Counter()
@@ -945,8 +952,7 @@ class SQLStore:
                     return 0
                 run_id, children = _text(row[0]), json.loads(row[1])
                 locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
-                tally = _RunTally()
-                tally.left[run_id] = int(locked[1]) if locked is not None else 0
+                tally = _RunTally.of(run_id, int(locked[1]) if locked is not None else 0)
                 if status == "sleeping":
                     if self._execute(cur, q.wake_sleeper, (now, step_id, now)).rowcount != 1:
                         return 0
@@ -986,8 +992,7 @@ class SQLStore:
             if waiting is not None:
                 step_id, children = _text(waiting[0]), json.loads(waiting[1])
                 if self._execute(cur, q.resolve_wait, (payload, now, step_id)).rowcount == 1:
-                    tally = _RunTally()
-                    tally.left[run_id] = int(locked[1])
+                    tally = _RunTally.of(run_id, int(locked[1]))
                     self._succeeded(cur, run_id, children, tally, now)
                     tally.flush(self, cur, now)
                     return SignalResult.DELIVERED
