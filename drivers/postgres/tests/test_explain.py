@@ -123,7 +123,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "lease_state": (q.lease_state, (hot_step,)),
         "step_of": (q.step_of, (hot_step,)),
         "steps_of (group commit)": q.steps_of([hot_step, f"step_{FINISHED + 9}_0"]),
-        "run_succeeded": (q.run_succeeded, (NOW, hot_run)),
+        "runs_succeeded": q.runs_succeeded(NOW, [hot_run]),
         "lock_run": (q.lock_run, (hot_run,)),
         "succeed": (q.succeed, (b"{}", NOW, *by_id)),
         "retry": (q.retry, ("scheduled", NOW, "{}", *by_id)),

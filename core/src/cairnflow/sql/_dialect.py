@@ -153,9 +153,5 @@ class Dialect:
         """Open the transaction one migration file runs in."""
         self.begin(cursor, write=True)
 
-    def server_version(self, cursor: Cursor) -> str | None:
-        """The server's name and version, for reports (None when unknown)."""
-        return None
-
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

@@ -186,10 +186,6 @@ class Queries:
             UPDATE {t["steps"]} SET status = 'ready', due_at = ?
             WHERE run_id = ? AND name IN ({{names}}) AND parents_left = 0 AND status = 'blocked'"""
         self.count_steps_done = f"UPDATE {t['runs']} SET steps_left = steps_left - ? WHERE id = ?"
-        self.run_succeeded = f"""
-            UPDATE {t["runs"]}
-            SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL
-            WHERE id = ? AND state = 'active'"""
         self.end_run = f"""
             UPDATE {t["runs"]}
             SET state = ?, finished_at = ?, error = ?, active_key = NULL

@@ -188,9 +188,3 @@ class PostgresDialect(Dialect):
         cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (tables.schema,))
         if cursor.fetchone() is None:
             cursor.execute(f"CREATE SCHEMA IF NOT EXISTS {self.quote(tables.schema)}")
-
-    def server_version(self, cursor: Cursor) -> str | None:
-        """``PostgreSQL 15.4``."""
-        cursor.execute("SHOW server_version")
-        row = cursor.fetchone()
-        return None if row is None else f"PostgreSQL {str(row[0]).split()[0]}"

@@ -15,7 +15,6 @@ only ever waits for other processes.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 
 from cairnflow.sql import Cursor, Dialect
@@ -61,7 +60,3 @@ class SQLiteDialect(Dialect):
     def begin_migration(self, cursor: Cursor) -> None:
         """Each migration file runs inside ``BEGIN IMMEDIATE``: migrators queue up on the file."""
         cursor.execute("BEGIN IMMEDIATE")
-
-    def server_version(self, cursor: Cursor) -> str | None:
-        """``SQLite 3.x.y``."""
-        return f"SQLite {sqlite3.sqlite_version}"
