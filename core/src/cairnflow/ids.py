@@ -1,8 +1,14 @@
 """Identifiers of runs, steps and schedules.
 
 Stores take an ``id_generator(kind)``; the default makes the kind, an
-underscore and 32 hex characters (``run_3f2a...``). A custom generator can make
-time-sortable ids (UUIDv7, ULID) or ids that line up with the application's.
+underscore and 32 hex characters (``run_0195f3a2...``) laid out like a UUIDv7:
+48 bits of Unix milliseconds, a 16-bit counter of this process, 64 random bits.
+Ids made later sort later (within a process strictly, but once in 65,536
+when the counter wraps within a millisecond), so rows created
+together sit together in every index keyed by id: a claim or a batch of
+outcomes touches a few pages instead of one page per row, and B-tree inserts
+land at the right edge. The random bits keep ids of different processes apart.
+A custom generator can make ids that line up with the application's.
 Every id is checked (1 to 64 bytes of printable ASCII) before any row is
 written, so a broken generator refuses the operation instead of storing junk.
 Lease tokens are not ids: they are always 128 random bits.
@@ -10,8 +16,10 @@ Lease tokens are not ids: they are always 128 random bits.
 
 from __future__ import annotations
 
+import itertools
 import re
 import secrets
+import time
 from collections.abc import Callable
 from typing import Literal
 
@@ -27,9 +35,18 @@ IdGenerator = Callable[[IdKind], str]
 _ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 
+_SEQUENCE = itertools.count(secrets.randbits(16))
+"""Orders ids made in the same millisecond (``next`` on a count is atomic under the GIL)."""
+
+
 def default_id_generator(kind: IdKind) -> str:
-    """Return ``kind``, an underscore and 32 random hex characters."""
-    return f"{kind}_{secrets.token_hex(16)}"
+    """Return ``kind``, an underscore and 32 hex characters that sort by creation time.
+
+    Milliseconds since the epoch (12 hex digits), this process's counter (4),
+    random bits (16); see the module docstring.
+    """
+    millis = time.time_ns() // 1_000_000
+    return f"{kind}_{millis:012x}{next(_SEQUENCE) & 0xFFFF:04x}{secrets.randbits(64):016x}"
 
 
 def new_id(generator: IdGenerator, kind: IdKind) -> str:

@@ -147,6 +147,9 @@ def test_two_worker_processes_complete_2000_runs_each_outcome_written_once(
     retries = {f"w{i}": tmp_path / f"w{i}.retries" for i in range(3)}
     os.environ["CAIRNFLOW_TEST_RETRY_LOG"] = str(tmp_path / "enqueuer.retries")
     sys.path.insert(0, str(tmp_path))
+    # Another test's chain_app may be imported already (one pytest run over several
+    # drivers): this test's file is the one its workers load.
+    sys.modules.pop("chain_app", None)
     try:
         import chain_app  # type: ignore[import-not-found]
     finally:

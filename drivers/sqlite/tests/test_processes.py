@@ -94,6 +94,9 @@ def test_four_worker_processes_one_killed_midway(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.executescript(AUDIT)
     sys.path.insert(0, str(tmp_path))
+    # Another test's chain_app may be imported already (one pytest run over several
+    # drivers): this test's file is the one its workers load.
+    sys.modules.pop("chain_app", None)
     try:
         import chain_app  # type: ignore[import-not-found]
     finally:
@@ -117,9 +120,19 @@ def test_four_worker_processes_one_killed_midway(tmp_path: Path) -> None:
             timeout=240,
             what="half of the runs",
         )
-        workers["w0"].send_signal(signal.SIGKILL)  # dies holding leases, mid-step
-        assert workers["w0"].wait(10) == -signal.SIGKILL
+        # A fifth worker joins. The others may drain everything before a late starter is
+        # up, so runs keep coming until it has claimed; then the first dies holding
+        # leases, mid-step.
         workers["w4"] = start_worker(db, tmp_path, "w4", logs["w4"])
+        deadline = time.monotonic() + 240
+        while count(db, "SELECT COUNT(*) FROM cf_steps WHERE node = 'w4'") == 0:
+            assert time.monotonic() < deadline, "the fifth worker never claimed"
+            assert workers["w4"].poll() is None, logs["w4"].read_text(errors="replace")
+            enqueuer.enqueue_many(cf.Job("chain", total_runs + i) for i in range(20))
+            total_runs += 20
+            time.sleep(0.1)
+        workers["w0"].send_signal(signal.SIGKILL)
+        assert workers["w0"].wait(10) == -signal.SIGKILL
         wait_until(
             lambda: count(db, "SELECT COUNT(*) FROM cf_runs WHERE state <> 'active'") == total_runs,
             timeout=240,

@@ -240,6 +240,36 @@ class BaselineTests:
         assert cairnflow_kit.stored_output(refs[1], "a") == "one"
 
     @proves()
+    def test_finish_many_writes_every_success_of_a_batch_byte_for_byte(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # The batch a busy client writes most: only successes, all still held. Stores
+        # may write them in one statement; every output must come back as it went in,
+        # whatever its bytes and its size, and each run must end.
+        store = cairnflow_kit.store
+        finish_many = getattr(store, "finish_many", None)
+        if finish_many is None:
+            pytest.skip("the store has no finish_many (optional: outcomes are written one by one)")
+        wf = cf.Workflow("kit-batch", steps=[cf.Step("a", lambda c, d: d)])
+        client = cairnflow_kit.client(wf, start=False)
+        refs = [client.enqueue("kit-batch", n) for n in range(6)]
+        now = time.time_ns()
+        request = ClaimRequest(frozenset({"kit-batch"}), 10, now, now + 60 * 10**9, "kit-node")
+        claimed = store.claim(request)
+        token_of = {a.run_id: a.token for a in claimed}
+        assert set(token_of) == {r.id for r in refs}
+        outputs = [b"", b"\x00\xff\xfe'\"\\;--", b"x" * 70_000, b"null", b"[1, 2]", b'"six"']
+        results = finish_many(
+            [(token_of[r.id], Succeeded(out)) for r, out in zip(refs, outputs, strict=True)],
+            time.time_ns(),
+        )
+        assert [r.state for r in results] == [AttemptState.HELD] * len(refs)
+        assert [r.run_status for r in results] == [cf.Status.SUCCEEDED] * len(refs)
+        for ref, out in zip(refs, outputs, strict=True):
+            assert cairnflow_kit.stored_step(ref, "a").output == out
+            assert cairnflow_kit.stored(ref).state == cf.Status.SUCCEEDED.value
+
+    @proves()
     def test_a_stopping_client_hands_its_running_steps_back(self, cairnflow_kit: Kit) -> None:
         started = threading.Event()
         saw_stop = threading.Event()

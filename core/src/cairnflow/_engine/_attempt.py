@@ -79,6 +79,8 @@ class RunningAttempt:
         self.end: End | None = None
         self.ended_at = 0.0
         """``time.monotonic()`` when the end was decided."""
+        self.slot_freed = False
+        """True once the attempt's worker slot was given back (see ``EngineState.free_slots``)."""
         self._lock = threading.Lock()
         self._thread_id: int | None = None
         self._in_user_code = False

@@ -76,6 +76,8 @@ class StepRunner:
             state.now,
             plan_claim=lambda freed, eager: state.plan_claim(freed, eager=eager),
             accept=state.accept,
+            free_slots=state.free_slots,
+            busy=state.busy,
         )
         state.commits_claim = self._commit.claims
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .._caps import Cap
@@ -141,15 +141,40 @@ class EngineState:
         with self.lock:
             return self.settings.workers - self.in_flight
 
-    def track(self, attempts: Iterable[RunningAttempt]) -> None:
-        """Hold ``attempts`` (their slots and their leases) from the claim on."""
+    def busy(self) -> int:
+        """Attempts holding a worker slot: running, queued for a worker, or being written."""
+        return self.in_flight
+
+    def track(self, attempts: Iterable[RunningAttempt], freed: Iterable[str] = ()) -> None:
+        """Hold ``attempts`` (their slots and their leases) from the claim on.
+
+        ``freed``: tokens whose slots are given back in the same step (see :meth:`free_slots`).
+        """
         with self.lock:
+            self._free(freed)
             for attempt in attempts:
                 self.held[attempt.token] = attempt
                 self.in_flight += 1
 
+    def free_slots(self, tokens: Iterable[str]) -> None:
+        """Free the slots of attempts whose outcomes were just written (their leases stay held).
+
+        The group commit calls this as soon as its transaction ends, before it
+        hands out what it claimed there: the writing workers have not returned
+        yet, and counting their slots as busy would make the next claim short.
+        """
+        with self.lock:
+            self._free(tokens)
+
+    def _free(self, tokens: Iterable[str]) -> None:
+        for token in tokens:
+            attempt = self.held.get(token)
+            if attempt is not None and not attempt.slot_freed:
+                attempt.slot_freed = True
+                self.in_flight -= 1
+
     def untrack(self, attempt: RunningAttempt) -> None:
-        """Release ``attempt``'s slot; wake the dispatcher if it wants to claim more.
+        """Release ``attempt``'s slot and lease; wake the dispatcher if it wants to claim more.
 
         When outcomes are written by a group commit that claims in the same
         transaction, that commit already refilled the slot: the dispatcher is
@@ -158,7 +183,9 @@ class EngineState:
         with self.lock:
             if self.held.pop(attempt.token, None) is None:
                 return
-            self.in_flight -= 1
+            if not attempt.slot_freed:
+                attempt.slot_freed = True
+                self.in_flight -= 1
             refilled = self.commits_claim and attempt.end in (End.COMPLETED, End.TIMED_OUT)
             wake = self.want_claim and not refilled
         if wake:
@@ -193,11 +220,21 @@ class EngineState:
             node_id=self.settings.node_id,
         )
 
-    def accept(self, claimed: list[ClaimedAttempt], request: ClaimRequest, started: float) -> None:
-        """Hold and hand to the workers what a claim returned; claim again if it came back full."""
+    def accept(
+        self,
+        claimed: list[ClaimedAttempt],
+        request: ClaimRequest,
+        started: float,
+        freed: Sequence[str] = (),
+    ) -> None:
+        """Hold and hand to the workers what a claim returned; claim again if it came back full.
+
+        ``freed``: the tokens of outcomes written in the claim's transaction, whose
+        slots the claim refilled.
+        """
         interrupt = self.settings.interrupt
         attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
-        self.track(attempts)
+        self.track(attempts, freed)
         submit = self.submit
         for attempt in attempts:
             submit(attempt)

@@ -48,6 +48,8 @@ class ClaimPlan:
     """``UPDATE steps SET <claimed> WHERE id IN (ids) AND status = 'ready'``."""
     claimed_rows: Callable[[Sequence[str]], Statement]
     """``SELECT <claimed columns> FROM steps WHERE id IN (ids)``."""
+    claimed_rows_runs: Callable[[Sequence[str]], Statement]
+    """The same joined to the runs, with the runs' columns (what a claim returns)."""
 
 
 class Connections(Protocol):
@@ -83,6 +85,10 @@ class Dialect:
     writer: ``""``). None: lock each run with its own statement instead."""
     now_sql: str | None = None
     """A SELECT of the server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``); None: none."""
+    batch_statements = False
+    """True: a batch of successes is one ``UPDATE`` (a ``CASE`` on the step id), one round
+    trip to a server. False: the single-row statement through ``executemany`` (an embedded
+    engine, where a statement costs no round trip)."""
 
     def quote(self, identifier: str) -> str:
         """Quote an identifier that was already validated."""
@@ -133,7 +139,7 @@ class Dialect:
             return []
         sql, params = plan.mark_claimed(ids)
         cursor.execute(self.sql(sql), params)
-        sql, params = plan.claimed_rows(ids)
+        sql, params = plan.claimed_rows_runs(ids)
         cursor.execute(self.sql(sql), params)
         return list(cursor.fetchall())
 

@@ -96,6 +96,10 @@ class Queries:
             UPDATE {t["steps"]} SET {self._claimed_set}
             WHERE id IN ({{ids}}) AND status = 'ready'"""
         self._claimed_rows = f"SELECT {_CLAIMED} FROM {t['steps']} WHERE id IN ({{ids}})"
+        self._claimed_rows_runs = f"""
+            SELECT {claimed_s}, r.id, r.workflow, r.queue, r.payload, r.labels
+            FROM {t["steps"]} s JOIN {t["runs"]} r ON r.id = s.run_id
+            WHERE s.id IN ({{ids}})"""
         self._claim_runs = f"""
             SELECT id, workflow, queue, payload, labels FROM {t["runs"]} WHERE id IN ({{ids}})"""
         self._claim_inputs = f"""
@@ -141,11 +145,21 @@ class Queries:
             WHERE s.id IN ({{ids}})
             ORDER BY r.id{joined_lock}"""
         self.lock_run = f"SELECT state, steps_left FROM {t['runs']} WHERE id = ?{lock}"
+        # Through the unique id index, in id order: InnoDB locks the rows as it reads them.
+        self._lock_runs = f"""
+            SELECT id, steps_left FROM {t["runs"]} WHERE id IN ({{ids}}) ORDER BY id{lock}"""
         self.succeed = f"""
             UPDATE {t["steps"]}
             SET status = 'succeeded', output = ?, finished_at = ?, due_at = NULL,
                 lease_token = NULL, lease_until = NULL
             WHERE id = ? AND lease_token = ? AND status = 'running'"""
+        # Many successes in one statement (one round trip): each output picked by step id,
+        # each row fenced by its own lease. ELSE keeps the column's type for the CASE.
+        self._succeed_many = f"""
+            UPDATE {t["steps"]}
+            SET status = 'succeeded', output = CASE id {{whens}} ELSE output END,
+                finished_at = ?, due_at = NULL, lease_token = NULL, lease_until = NULL
+            WHERE status = 'running' AND {{held}}"""
         self.retry = f"""
             UPDATE {t["steps"]}
             SET status = ?, due_at = ?, failures = failures + 1, error = ?, reclaims = 0,
@@ -281,6 +295,9 @@ class Queries:
         def claimed_rows(ids: Sequence[str]) -> Statement:
             return self._claimed_rows.format(ids=marks(len(ids))), tuple(ids)
 
+        def claimed_rows_runs(ids: Sequence[str]) -> Statement:
+            return self._claimed_rows_runs.format(ids=marks(len(ids))), tuple(ids)
+
         return ClaimPlan(
             update_returning=(
                 self._update_returning.format(ready=ready),
@@ -293,6 +310,7 @@ class Queries:
             select_ready=(ready + self.dialect.skip_locked, ready_params),
             mark_claimed=mark_claimed,
             claimed_rows=claimed_rows,
+            claimed_rows_runs=claimed_rows_runs,
         )
 
     def steps_of(self, step_ids: Sequence[str]) -> Statement:
@@ -302,6 +320,22 @@ class Queries:
     def steps_with_runs(self, step_ids: Sequence[str]) -> Statement:
         """Run, children and the run's steps left of each step, locking the runs in id order."""
         return self._steps_with_runs.format(ids=marks(len(step_ids))), tuple(step_ids)
+
+    def lock_runs(self, run_ids: Sequence[str]) -> Statement:
+        """Lock the runs ``run_ids`` in id order; read their steps left."""
+        return self._lock_runs.format(ids=marks(len(run_ids))), tuple(run_ids)
+
+    def succeed_many(self, now: int, rows: Sequence[tuple[str, str, bytes | None]]) -> Statement:
+        """Mark held steps succeeded in one statement: ``(step id, lease secret, output)`` rows.
+
+        Each row is fenced like :attr:`succeed`; the statement's row count is the
+        number of leases that still held.
+        """
+        whens = " ".join(["WHEN ? THEN ?"] * len(rows))
+        sql = self._succeed_many.format(whens=whens, held=held_by(len(rows)))
+        picked = tuple(value for step_id, _secret, output in rows for value in (step_id, output))
+        held = tuple(value for step_id, secret, _output in rows for value in (step_id, secret))
+        return sql, (*picked, now, *held)
 
     def runs_succeeded(self, now: int, run_ids: Sequence[str]) -> Statement:
         """End the runs ``run_ids``, all of whose steps succeeded."""

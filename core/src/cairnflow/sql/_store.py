@@ -96,6 +96,7 @@ SQL_CAPABILITIES = frozenset(
 
 _SECRET = 32  # hex characters of a lease secret
 _CHUNK = 200  # values per IN list
+_BATCH_ROWS = 64  # rows per one-statement batch of successes (four values each)
 
 
 class StoreStats:
@@ -804,7 +805,8 @@ class SQLStore:
         found: dict[str, tuple[str, list[str]]] = {}
         tally = _RunTally()
         # Where the engine can, one statement reads every step and locks their runs in
-        # id order; otherwise each run is locked by its own statement, in id order too.
+        # id order; otherwise the steps are read, then their runs locked by one statement
+        # on the runs table alone, in id order too.
         joined = self.dialect.lock_runs_joined is not None
         for chunk in _chunks(sorted({step_id for _, step_id, _ in parsed})):
             sql, params = q.steps_with_runs(chunk) if joined else q.steps_of(chunk)
@@ -813,18 +815,16 @@ class SQLStore:
                 if joined:
                     tally.left[_text(row[1])] = int(row[3])
         order = sorted((p for p in parsed if p[1] in found), key=lambda p: (found[p[1]][0], p[1]))
-        for run_id in dict.fromkeys(found[step_id][0] for _, step_id, _ in order):
-            if run_id not in tally.left:
-                locked = self._execute(cur, q.lock_run, (run_id,)).fetchone()
-                tally.left[run_id] = int(locked[1]) if locked is not None else 0
+        unlocked = sorted({found[step_id][0] for _, step_id, _ in order} - tally.left.keys())
+        for chunk in _chunks(unlocked):  # ascending chunks of ascending ids: one lock order
+            for run_id, steps_left in self._execute(cur, *q.lock_runs(chunk)).fetchall():
+                tally.left[_text(run_id)] = int(steps_left)
+        for run_id in unlocked:
+            tally.left.setdefault(run_id, 0)
         plain = [p for p in order if type(items[p[0]][1]) is Succeeded]
         if batched and len(plain) > 1:
             # The common case, in one statement: every success still holds its lease.
-            rows = [
-                (cast(Succeeded, items[i][1]).output, now, step_id, secret)
-                for i, step_id, secret in plain
-            ]
-            if self._execute_many(cur, q.succeed, rows) != len(rows):
+            if self._succeed_plain(cur, items, plain, now) != len(plain):
                 raise _Redo("a lease of the batch was lost")
             for index, step_id, _secret in plain:
                 run_id, children = found[step_id]
@@ -839,6 +839,26 @@ class SQLStore:
             )
         tally.flush(self, cur, now)
         return results
+
+    def _succeed_plain(
+        self,
+        cur: Cursor,
+        items: Sequence[tuple[str, Outcome]],
+        plain: Sequence[tuple[int, str, str]],
+        now: int,
+    ) -> int:
+        """Write the successes ``plain`` (item index, step id, secret); count those written."""
+        q = self._queries
+        rows = [
+            (step_id, secret, cast(Succeeded, items[i][1]).output) for i, step_id, secret in plain
+        ]
+        if not self.dialect.batch_statements:
+            single = [(output, now, step_id, secret) for step_id, secret, output in rows]
+            return self._execute_many(cur, q.succeed, single)
+        written = 0
+        for chunk in _chunks(rows, _BATCH_ROWS):
+            written += int(self._execute(cur, *q.succeed_many(now, chunk)).rowcount)
+        return written
 
     def _apply(
         self,

@@ -60,11 +60,12 @@ class MySQLDialect(Dialect):
     quote_char = "`"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
-    # A batch of outcomes locks each run with its own SELECT ... FOR UPDATE, in run id order.
-    # MariaDB cannot lock only one table of a join (no FOR UPDATE OF); MySQL 8 can, but InnoDB
-    # locks rows as the join reads them, not in the ORDER BY's order, so two batches could
-    # lock the same runs in different orders.
+    # A batch of outcomes locks its runs with a SELECT ... FOR UPDATE of the runs table alone,
+    # by their unique id index, in id order. MariaDB cannot lock only one table of a join (no
+    # FOR UPDATE OF); MySQL 8 can, but InnoDB locks rows as the join reads them, not in the
+    # ORDER BY's order, so two batches could lock the same runs in different orders.
     lock_runs_joined = None
+    batch_statements = True
     # Pure UTC arithmetic: neither the session time zone nor a DST fold can shift it.
     now_sql = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) * 1000"
 
@@ -137,7 +138,7 @@ class MySQLDialect(Dialect):
             return []
         sql, params = plan.mark_claimed(locked)
         cursor.execute(self.sql(sql), params)
-        sql, params = plan.claimed_rows(locked)
+        sql, params = plan.claimed_rows_runs(locked)
         cursor.execute(self.sql(sql), params)
         return list(cursor.fetchall())
 

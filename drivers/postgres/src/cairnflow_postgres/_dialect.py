@@ -100,6 +100,7 @@ class PostgresDialect(Dialect):
     # Lock only the run rows of a steps-to-runs join, in the query's order (the runs' ids),
     # so a batch of outcomes locks its runs in one round trip and never out of order.
     lock_runs_joined = " FOR UPDATE OF r"
+    batch_statements = True
     # clock_timestamp() moves during a transaction (now() would not); microseconds, as integer
     # nanoseconds. EXTRACT returns numeric from Postgres 14 on, so the product is exact.
     now_sql = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint * 1000"
