@@ -37,12 +37,22 @@ class JSONCodec:
 
     name = "json"
 
+    # One encoder and one decoder for every call (json.dumps with options builds an
+    # encoder per call); both are safe to share between threads.
+    _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    _decoder = json.JSONDecoder()
+
     def encode(self, value: Any) -> bytes:
         """Encode ``value`` as compact JSON (``TypeError`` for what JSON cannot hold)."""
-        return json.dumps(
-            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode()
+        return self._encoder.encode(value).encode()
 
     def decode(self, data: bytes) -> Any:
-        """Decode JSON ``data``."""
-        return json.loads(data)
+        """Decode JSON ``data``, exactly as ``json.loads`` would."""
+        if isinstance(data, bytes) and b"\x00" not in data[:4] and data[:1] not in _BOMS:
+            # Plain UTF-8 (what encode makes): skip json.loads's encoding detection.
+            return self._decoder.decode(data.decode("utf-8"))
+        return json.loads(data)  # a BOM, UTF-16 or UTF-32: json.loads detects which
+
+
+_BOMS = (b"\xef", b"\xfe", b"\xff")
+"""First bytes of the byte order marks ``json.loads`` recognises."""

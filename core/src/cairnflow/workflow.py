@@ -84,11 +84,13 @@ class Step:
         self.retry = retry
         self.timeout = _check_seconds(f"timeout of step {name!r}", timeout)
         self.parents: tuple[str, ...] = ()
+        # Asked on every attempt: decided once here.
+        self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
 
     @property
     def is_async(self) -> bool:
         """True when ``fn`` is an ``async def``."""
-        return self.fn is not None and inspect.iscoroutinefunction(self.fn)
+        return self._is_async
 
     def __repr__(self) -> str:
         parents = f", after={list(self.parents)}" if self.parents else ""

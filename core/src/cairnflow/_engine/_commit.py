@@ -96,6 +96,8 @@ class GroupCommit:
         self._arrived = threading.Condition(lock)
         """Notified when an outcome is queued (a gathering leader waits on it)."""
         self._queue: list[_Pending] = []
+        self._gathering = False
+        """True while a leader waits for siblings (only then does an arrival notify)."""
         self._writing = False
 
     @property
@@ -119,7 +121,8 @@ class GroupCommit:
         mine = _Pending(token, outcome, eager)
         with self._cond:
             self._queue.append(mine)
-            self._arrived.notify()
+            if self._gathering and self._gathered():
+                self._arrived.notify()  # the last sibling the leader waits for
         while True:
             with self._cond:
                 while not _done(mine) and self._writing:
@@ -149,11 +152,20 @@ class GroupCommit:
         if window <= 0:
             return
         deadline = monotonic() + window
-        while len(self._queue) < self._max_batch and self._busy() > len(self._queue):
-            left = deadline - monotonic()
-            if left <= 0:
-                return
-            self._arrived.wait(left)
+        self._gathering = True
+        try:
+            while not self._gathered():
+                left = deadline - monotonic()
+                if left <= 0:
+                    return
+                self._arrived.wait(left)
+        finally:
+            self._gathering = False
+
+    def _gathered(self) -> bool:
+        """True (lock held) when the batch is full or every busy attempt has queued."""
+        assert self._busy is not None
+        return len(self._queue) >= self._max_batch or len(self._queue) >= self._busy()
 
     def _write(self, batch: list[_Pending]) -> None:
         assert self._finish_many is not None

@@ -90,6 +90,21 @@ class Dialect:
     trip to a server. False: the single-row statement through ``executemany`` (an embedded
     engine, where a statement costs no round trip)."""
 
+    pipelines = False
+    """True when :meth:`pipeline` sends statements without waiting for each one's result."""
+
+    @contextlib.contextmanager
+    def pipeline(self, cursor: Cursor) -> Iterator[Callable[[], Cursor]]:
+        """Send the statements of the block together where the engine can (one round trip).
+
+        Yields a factory of cursors on ``cursor``'s connection, one per statement
+        whose result is read: inside the block results are read once every
+        statement was sent (a read sends what is queued and waits), and a
+        statement that fails raises by the end of the block at the latest. The
+        default sends each statement at once, on ``cursor`` itself.
+        """
+        yield lambda: cursor
+
     def quote(self, identifier: str) -> str:
         """Quote an identifier that was already validated."""
         q = self.quote_char
@@ -129,6 +144,15 @@ class Dialect:
         sql, params = plan.update_returning
         cursor.execute(self.sql(sql), params)
         return list(cursor.fetchall())
+
+    def send_claim(self, cursor: Cursor, plan: ClaimPlan) -> Callable[[], list[ClaimedRow]]:
+        """Send the claim; return how to read its rows (inside a :meth:`pipeline`, later).
+
+        The default claims at once with :meth:`claim`; an engine that pipelines
+        sends the statements and reads the rows when asked.
+        """
+        rows = self.claim(cursor, plan)
+        return lambda: rows
 
     def claim_in_three_statements(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
         """Claim with a locking SELECT, an UPDATE by primary key, and a SELECT of the rows."""

@@ -59,7 +59,7 @@ from ..store import (
     Succeeded,
     WaitFor,
 )
-from ._dialect import Connections, Cursor, Dialect
+from ._dialect import ClaimedRow, Connections, Cursor, Dialect
 from ._errors import ErrorClassifier
 from ._migrations import Migration
 from ._queries import Queries
@@ -202,9 +202,22 @@ def _bytes(value: Any) -> bytes | None:
 
 
 def _text(value: Any) -> str:
+    if type(value) is str:  # what most drivers return: the hot path
+        return value
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode()
     return str(value)
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value; the empty list and object (most parents, children, labels)
+    without the parser."""
+    text = _text(value)
+    if text == "[]":
+        return []
+    if text == "{}":
+        return {}
+    return json.loads(text)
 
 
 def _error(value: Any) -> ErrorInfo | None:
@@ -294,19 +307,41 @@ class SQLStore:
         """Run ``work(cursor)`` in one transaction, retrying it on retryable errors."""
         if tx is not None:
             return self._in_application_transaction(work, tx)
+        return self._committing_transaction(lambda cursor, _commit: work(cursor), write=write)
+
+    def _committing_transaction(
+        self, work: Callable[[Cursor, Callable[[], None]], T], *, write: bool = True
+    ) -> T:
+        """Run ``work(cursor, commit)`` in one transaction, retrying it on retryable errors.
+
+        ``work`` may call ``commit()`` itself, inside a pipeline, so the COMMIT
+        travels with its last statements; otherwise it is committed on return.
+        """
         for attempt in range(1, self._tx_attempts + 1):
             committing = False
+            committed = False
             self.stats.count(transactions=1, retries=1 if attempt > 1 else 0)
             with (
                 self.dialect.transaction_scope(write=write),
                 self._connections.connection() as conn,
             ):
                 cursor = conn.cursor()
-                try:
-                    self.dialect.begin(cursor, write=write)
-                    result = work(cursor)
+
+                def commit() -> None:
+                    nonlocal committing, committed
                     committing = True
                     conn.commit()
+                    committed = True
+
+                try:
+                    self.dialect.begin(cursor, write=write)
+                    result = work(cursor, commit)
+                    if not committed:
+                        commit()
+                    elif self.dialect.pipelines:
+                        # Reads after an early COMMIT (immutable rows: a claim's inputs)
+                        # opened a transaction of their own; a no-op when they did not.
+                        conn.commit()
                     return result
                 except CairnError:
                     _rollback(conn)
@@ -585,8 +620,19 @@ class SQLStore:
 
     def _claim_in(self, cur: Cursor, request: ClaimRequest) -> list[ClaimedAttempt]:
         """The claim, inside an open transaction."""
+        return self._send_claim(cur, request)()
+
+    def _send_claim(
+        self, cur: Cursor, request: ClaimRequest
+    ) -> Callable[[], list[ClaimedAttempt]]:
+        """Send the claim; return how to read what it leased.
+
+        Inside a pipeline the claim's rows are read when the caller asks (after
+        the block, maybe after its COMMIT); the reads they need then (runs a claim
+        did not return, parents' outputs) see rows no transaction changes anymore.
+        """
         if request.limit <= 0 or not request.workflows:
-            return []
+            return list
         secret = ids.new_token()
         q = self._queries
         plan = q.claim_plan(
@@ -596,9 +642,16 @@ class SQLStore:
             limit=request.limit,
             claimed=(secret, request.lease_until, request.node_id, request.now),
         )
-        rows = self.dialect.claim(_CountingCursor(cur, self.stats), plan)
+        fetch = self.dialect.send_claim(_CountingCursor(cur, self.stats), plan)
+        return lambda: self._claimed(cur, secret, fetch())
+
+    def _claimed(
+        self, cur: Cursor, secret: str, rows: Sequence[ClaimedRow]
+    ) -> list[ClaimedAttempt]:
+        """The attempts a claim's rows describe, with their runs' payloads and their inputs."""
         if not rows:
             return []
+        q = self._queries
         steps = [
             (
                 _text(r[0]),
@@ -608,7 +661,7 @@ class SQLStore:
                 int(r[4]),
                 int(r[5]),
                 int(r[6]),
-                json.loads(r[7]),
+                _json(r[7]),
             )
             for r in rows
         ]
@@ -644,7 +697,7 @@ class SQLStore:
                     reclaims=reclaims,
                     payload=_bytes(run[3]) or b"",
                     inputs={p: outputs.get((run_id, p), b"") for p in parents},
-                    labels=json.loads(run[4]),
+                    labels=_json(run[4]),
                 )
             )
         return claimed
@@ -780,40 +833,66 @@ class SQLStore:
         if not items and claim is None:
             return [], []
 
-        def work(cur: Cursor, batched: bool) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
-            results = self._finish_in(cur, items, now, batched=batched)
-            return results, (self._claim_in(cur, claim) if claim is not None else [])
+        def work(
+            cur: Cursor, commit: Callable[[], None], batched: bool
+        ) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+            results, tally = self._finish_in(cur, items, now, batched=batched)
+            # The run writes the outcomes owe, the claim and the COMMIT go out together
+            # where the engine pipelines: one round trip. The claim's rows are read after.
+            with self.dialect.pipeline(cur) as cursor:
+                tally.flush(self, cursor(), now)
+                claiming = self._send_claim(cursor(), claim) if claim is not None else None
+                if self.dialect.pipelines:
+                    commit()
+            return results, claiming() if claiming is not None else []
 
         try:
-            return self._transaction(lambda cur: work(cur, True))
+            return self._committing_transaction(lambda cur, commit: work(cur, commit, True))
         except _Redo:
             # Some attempt of the batch had lost its lease: nothing was written; go one by one.
-            return self._transaction(lambda cur: work(cur, False))
+            return self._committing_transaction(lambda cur, commit: work(cur, commit, False))
 
     def _finish_in(
         self, cur: Cursor, items: Sequence[tuple[str, Outcome]], now: int, *, batched: bool
-    ) -> list[FinishResult]:
+    ) -> tuple[list[FinishResult], _RunTally]:
+        """Apply ``items``; the run writes they owe are left in the tally, to flush."""
         results: list[FinishResult] = [FinishResult(AttemptState.LOST)] * len(items)
+        tally = _RunTally()
         parsed: list[tuple[int, str, str]] = []
         for index, (token, _outcome) in enumerate(items):
             split = _split_token(token)
             if split is not None:
                 parsed.append((index, *split))
         if not parsed:
-            return results
+            return results, tally
         q = self._queries
         found: dict[str, tuple[str, list[str]]] = {}
-        tally = _RunTally()
         # Where the engine can, one statement reads every step and locks their runs in
         # id order; otherwise the steps are read, then their runs locked by one statement
         # on the runs table alone, in id order too.
         joined = self.dialect.lock_runs_joined is not None
-        for chunk in _chunks(sorted({step_id for _, step_id, _ in parsed})):
-            sql, params = q.steps_with_runs(chunk) if joined else q.steps_of(chunk)
-            for row in self._execute(cur, sql, params).fetchall():
-                found[_text(row[0])] = (_text(row[1]), json.loads(row[2]))
-                if joined:
-                    tally.left[_text(row[1])] = int(row[3])
+        plain = [p for p in parsed if type(items[p[0]][1]) is Succeeded]
+        batch = batched and len(plain) > 1
+        # An engine that pipelines sends the successes right behind the locking read
+        # (the server runs them in that order: runs locked first), in one round trip.
+        early = batch and joined and self.dialect.pipelines
+        written: Callable[[], int] | None = None
+        chunks = list(_chunks(sorted({step_id for _, step_id, _ in parsed})))
+
+        def read(chunk: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
+            return q.steps_with_runs(chunk) if joined else q.steps_of(chunk)
+
+        if early:
+            with self.dialect.pipeline(cur) as cursor:
+                pending = [self._execute(cursor(), *read(chunk)) for chunk in chunks]
+                written = self._send_successes(cursor, items, plain, now)
+                rows = [row for statement in pending for row in statement.fetchall()]
+        else:
+            rows = [row for chunk in chunks for row in self._execute(cur, *read(chunk)).fetchall()]
+        for row in rows:
+            found[_text(row[0])] = (_text(row[1]), _json(row[2]))
+            if joined:
+                tally.left[_text(row[1])] = int(row[3])
         order = sorted((p for p in parsed if p[1] in found), key=lambda p: (found[p[1]][0], p[1]))
         unlocked = sorted({found[step_id][0] for _, step_id, _ in order} - tally.left.keys())
         for chunk in _chunks(unlocked):  # ascending chunks of ascending ids: one lock order
@@ -821,10 +900,11 @@ class SQLStore:
                 tally.left[_text(run_id)] = int(steps_left)
         for run_id in unlocked:
             tally.left.setdefault(run_id, 0)
-        plain = [p for p in order if type(items[p[0]][1]) is Succeeded]
-        if batched and len(plain) > 1:
+        if batch:
             # The common case, in one statement: every success still holds its lease.
-            if self._succeed_plain(cur, items, plain, now) != len(plain):
+            if written is None:
+                written = self._send_successes(lambda: cur, items, plain, now)
+            if written() != len(plain):
                 raise _Redo("a lease of the batch was lost")
             for index, step_id, _secret in plain:
                 run_id, children = found[step_id]
@@ -837,28 +917,33 @@ class SQLStore:
             results[index] = self._apply(
                 cur, step_id, secret, run_id, children, outcome, now, tally
             )
-        tally.flush(self, cur, now)
-        return results
+        return results, tally
 
-    def _succeed_plain(
+    def _send_successes(
         self,
-        cur: Cursor,
+        cursor: Callable[[], Cursor],
         items: Sequence[tuple[str, Outcome]],
         plain: Sequence[tuple[int, str, str]],
         now: int,
-    ) -> int:
-        """Write the successes ``plain`` (item index, step id, secret); count those written."""
+    ) -> Callable[[], int]:
+        """Write the successes ``plain`` (item index, step id, secret).
+
+        Returns how to count the leases that held, to call once the statements'
+        results are in (after the pipeline, where there is one).
+        """
         q = self._queries
         rows = [
             (step_id, secret, cast(Succeeded, items[i][1]).output) for i, step_id, secret in plain
         ]
         if not self.dialect.batch_statements:
             single = [(output, now, step_id, secret) for step_id, secret, output in rows]
-            return self._execute_many(cur, q.succeed, single)
-        written = 0
-        for chunk in _chunks(rows, _BATCH_ROWS):
-            written += int(self._execute(cur, *q.succeed_many(now, chunk)).rowcount)
-        return written
+            count = self._execute_many(cursor(), q.succeed, single)
+            return lambda: count
+        sent = [
+            self._execute(cursor(), *q.succeed_many(now, chunk))
+            for chunk in _chunks(rows, _BATCH_ROWS)
+        ]
+        return lambda: sum(int(statement.rowcount) for statement in sent)
 
     def _apply(
         self,
@@ -1100,7 +1185,7 @@ class SQLStore:
                 queue=_text(r[3]),
                 state=_text(r[4]),
                 key=None if r[6] is None else _text(r[6]),
-                labels=json.loads(r[7]),
+                labels=_json(r[7]),
                 created_at=int(r[8]),
                 run_at=int(r[9]),
                 finished_at=None if r[10] is None else int(r[10]),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -101,6 +101,7 @@ class PostgresDialect(Dialect):
     # so a batch of outcomes locks its runs in one round trip and never out of order.
     lock_runs_joined = " FOR UPDATE OF r"
     batch_statements = True
+    pipelines = True
     # clock_timestamp() moves during a transaction (now() would not); microseconds, as integer
     # nanoseconds. EXTRACT returns numeric from Postgres 14 on, so the product is exact.
     now_sql = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint * 1000"
@@ -122,6 +123,18 @@ class PostgresDialect(Dialect):
         elif conn.isolation_level != IsolationLevel.READ_COMMITTED:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
 
+    @contextlib.contextmanager
+    def pipeline(self, cursor: Cursor) -> Iterator[Callable[[], Cursor]]:
+        """psycopg's pipeline mode: statements go out without waiting for each result.
+
+        Every statement gets its own cursor, so each result stays readable after
+        the block. A transaction the block opens starts inside it too (no
+        ``BEGIN`` round trip of its own).
+        """
+        conn = _connection(cursor)
+        with conn.pipeline():
+            yield conn.cursor
+
     def classify(self, error: BaseException) -> ErrorClass:
         """Sort a psycopg error by SQLSTATE (:func:`classify`)."""
         return classify(error)
@@ -136,14 +149,19 @@ class PostgresDialect(Dialect):
         ordered index scan that stops after n rows). The claim is always that
         ordered scan, so its transaction turns the two alternatives off, locally.
         """
-        cursor.execute(
+        return self.send_claim(cursor, plan)()
+
+    def send_claim(self, cursor: Cursor, plan: ClaimPlan) -> Callable[[], list[ClaimedRow]]:
+        """Send the claim (see :meth:`claim`); its rows are read when the caller asks."""
+        # Its own cursor: in a pipeline, the claim's rows must be the last result read.
+        _connection(cursor).cursor().execute(
             "SELECT set_config('enable_sort', 'off', true),"
             " set_config('enable_bitmapscan', 'off', true)"
         )
         # UPDATE ... FROM returns the runs' payloads with the claimed steps: one statement.
         sql, params = plan.update_returning_runs
         cursor.execute(self.sql(sql), params)
-        return list(cursor.fetchall())
+        return lambda: list(cursor.fetchall())
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
