@@ -198,23 +198,10 @@ class BaselineTests:
         # finish_many is optional (group commit); a store that offers it must
         # fence every item alone and answer in order, in one transaction.
         store = cairnflow_kit.store
-        finish_many = getattr(store, "finish_many", None)
-        if finish_many is None:
-            pytest.skip("the store has no finish_many (optional: outcomes are written one by one)")
-        wf = cf.Workflow("kit-group", steps=[cf.Step("a", lambda c, d: d)])
-        client = cairnflow_kit.client(wf, start=False)
-        refs = [client.enqueue("kit-group", n) for n in range(3)]
-        names = frozenset({"kit-group"})
-
-        def claim() -> dict[str, str]:
-            now = time.time_ns()
-            got = store.claim(ClaimRequest(names, 10, now, now + 60 * 10**9, "kit-node"))
-            return {a.run_id: a.token for a in got}
-
-        first = claim()
-        assert set(first) == {r.id for r in refs}
+        finish_many = _finish_many_or_skip(store)
+        refs, first = _enqueue_and_claim(cairnflow_kit, "kit-group", 3)
         assert store.hand_back([first[refs[1].id]], time.time_ns()) == 1
-        second = claim()
+        second = _claim_tokens(store, "kit-group")
         stale, fresh = first[refs[1].id], second[refs[1].id]
         failure = Failed(cf.ErrorInfo("ValueError", "no"), retry_at=None)
         results = finish_many(
@@ -246,18 +233,8 @@ class BaselineTests:
         # The batch a busy client writes most: only successes, all still held. Stores
         # may write them in one statement; every output must come back as it went in,
         # whatever its bytes and its size, and each run must end.
-        store = cairnflow_kit.store
-        finish_many = getattr(store, "finish_many", None)
-        if finish_many is None:
-            pytest.skip("the store has no finish_many (optional: outcomes are written one by one)")
-        wf = cf.Workflow("kit-batch", steps=[cf.Step("a", lambda c, d: d)])
-        client = cairnflow_kit.client(wf, start=False)
-        refs = [client.enqueue("kit-batch", n) for n in range(6)]
-        now = time.time_ns()
-        request = ClaimRequest(frozenset({"kit-batch"}), 10, now, now + 60 * 10**9, "kit-node")
-        claimed = store.claim(request)
-        token_of = {a.run_id: a.token for a in claimed}
-        assert set(token_of) == {r.id for r in refs}
+        finish_many = _finish_many_or_skip(cairnflow_kit.store)
+        refs, token_of = _enqueue_and_claim(cairnflow_kit, "kit-batch", 6)
         outputs = [b"", b"\x00\xff\xfe'\"\\;--", b"x" * 70_000, b"null", b"[1, 2]", b'"six"']
         results = finish_many(
             [(token_of[r.id], Succeeded(out)) for r, out in zip(refs, outputs, strict=True)],
@@ -307,3 +284,29 @@ class BaselineTests:
         with pytest.raises(cf.RunNotFound, match="run_kitnosuchrun"):
             client.info("run_kitnosuchrun")
         assert cairnflow_kit.run_count() == 0
+
+
+def _finish_many_or_skip(store: Store) -> Any:
+    """The store's optional ``finish_many``; skips the test without one."""
+    finish_many = getattr(store, "finish_many", None)
+    if finish_many is None:
+        pytest.skip("the store has no finish_many (optional: outcomes are written one by one)")
+    return finish_many
+
+
+def _claim_tokens(store: Store, workflow: str) -> dict[str, str]:
+    """Claim every ready step of ``workflow`` (up to 10): run id -> lease token."""
+    now = time.time_ns()
+    got = store.claim(ClaimRequest(frozenset({workflow}), 10, now, now + 60 * 10**9, "kit-node"))
+    return {a.run_id: a.token for a in got}
+
+
+def _enqueue_and_claim(
+    kit: Kit, workflow: str, runs: int
+) -> tuple[list[cf.RunRef], dict[str, str]]:
+    """``runs`` runs of a one-step ``workflow``, every step claimed: (refs, run id -> token)."""
+    client = kit.client(cf.Workflow(workflow, steps=[cf.Step("a", lambda c, d: d)]), start=False)
+    refs = [client.enqueue(workflow, n) for n in range(runs)]
+    tokens = _claim_tokens(kit.store, workflow)
+    assert set(tokens) == {r.id for r in refs}
+    return refs, tokens

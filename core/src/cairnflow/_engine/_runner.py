@@ -181,9 +181,7 @@ class StepRunner:
             deadline = None if step.timeout is None else state.now() + int(step.timeout * _NS)
             return WaitFor(signal=step.signal, deadline=deadline)
         assert step.fn is not None
-        return self._run_code(
-            attempt, step.fn, step, workflow.timeout_for(step), is_async=step.is_async
-        )
+        return self._run_code(attempt, step.fn, step, workflow.timeout_for(step))
 
     def _run_code(
         self,
@@ -191,8 +189,6 @@ class StepRunner:
         fn: Callable[..., Any],
         step: Step | None,
         timeout: float | None,
-        *,
-        is_async: bool | None = None,
     ) -> Outcome | None:
         claimed = attempt.claimed
         state = self._state
@@ -219,7 +215,8 @@ class StepRunner:
             control=_Control(self, attempt),
         )
         try:
-            if inspect.iscoroutinefunction(fn) if is_async is None else is_async:
+            is_async = step.is_async if step is not None else inspect.iscoroutinefunction(fn)
+            if is_async:
                 value = self._call_async(attempt, fn, ctx, data)
             else:
                 value = self._call_sync(attempt, fn, ctx, data)

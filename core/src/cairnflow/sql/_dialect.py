@@ -161,6 +161,10 @@ class Dialect:
         ids = [row[0] for row in cursor.fetchall()]
         if not ids:
             return []
+        return self.lease_ids(cursor, plan, ids)
+
+    def lease_ids(self, cursor: Cursor, plan: ClaimPlan, ids: Sequence[str]) -> list[ClaimedRow]:
+        """Mark the ready steps ``ids`` (already locked) claimed; read them with their runs."""
         sql, params = plan.mark_claimed(ids)
         cursor.execute(self.sql(sql), params)
         sql, params = plan.claimed_rows_runs(ids)

@@ -338,9 +338,9 @@ class SQLStore:
                     result = work(cursor, commit)
                     if not committed:
                         commit()
-                    elif self.dialect.pipelines:
+                    else:
                         # Reads after an early COMMIT (immutable rows: a claim's inputs)
-                        # opened a transaction of their own; a no-op when they did not.
+                        # may have opened a transaction of their own: end it.
                         conn.commit()
                     return result
                 except CairnError:
@@ -632,7 +632,7 @@ class SQLStore:
         did not return, parents' outputs) see rows no transaction changes anymore.
         """
         if request.limit <= 0 or not request.workflows:
-            return list
+            return lambda: []
         secret = ids.new_token()
         q = self._queries
         plan = q.claim_plan(

@@ -136,11 +136,7 @@ class MySQLDialect(Dialect):
         locked = [step_id for step_id in candidates if step_id in ids]  # keep the claim's order
         if not locked:
             return []
-        sql, params = plan.mark_claimed(locked)
-        cursor.execute(self.sql(sql), params)
-        sql, params = plan.claimed_rows_runs(locked)
-        cursor.execute(self.sql(sql), params)
-        return list(cursor.fetchall())
+        return self.lease_ids(cursor, plan, locked)
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
