@@ -84,6 +84,8 @@ class WorkerProcess:
         try:
             return self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.popen.send_signal(signal.SIGUSR1)  # its threads' stacks, into the log
+            time.sleep(0.5)
             self.kill()
             raise AssertionError(
                 f"worker {self.node_id} did not stop within {timeout:g}s; log:\n{self.log()}"

@@ -11,6 +11,7 @@ with SIGSTOP to play a stalled one.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import signal
@@ -49,6 +50,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker until told to stop; return the exit status."""
     args = _parse(argv)
+    # SIGUSR1 writes every thread's stack to the log: what a worker that will not stop
+    # is doing, for the failure message (see WorkerProcess.stop).
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     logging.basicConfig(
         level=logging.WARNING,
         stream=sys.stderr,
