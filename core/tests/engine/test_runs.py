@@ -183,13 +183,16 @@ def test_idempotency_race_50_threads_make_exactly_one_run(make_client: Any) -> N
 
 
 def test_enqueue_many_is_all_or_none(make_client: Any) -> None:
-    client = make_client(diamond())
+    # Not started yet: the run holding "taken" must stay unfinished while keys collide
+    # (a key is unique among unfinished runs only, and a started client could finish it).
+    client = make_client(diamond(), start=False)
     client.enqueue("diamond", 1, key="taken")
     with pytest.raises(cf.DuplicateRun):
         client.enqueue_many([cf.Job("diamond", 1, key="a"), cf.Job("diamond", 2, key="taken")])
     with pytest.raises(cf.DuplicateRun):
         client.enqueue_many([cf.Job("diamond", 1, key="b"), cf.Job("diamond", 2, key="b")])
     assert len(client.runs().runs) == 1
+    client.start()
     refs = client.enqueue_many([cf.Job("diamond", n, key=f"k{n}") for n in range(5)])
     assert [client.result(ref, timeout=10)["sum"] for ref in refs] == [
         110 * (n + 1) for n in range(5)
