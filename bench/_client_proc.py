@@ -61,7 +61,8 @@ def main() -> None:
         store.close()
         print(json.dumps({k: after[k] - before[k] for k in after}), flush=True)
         return
-    done.wait()
+    while not done.wait(0.2):  # in slices: a SIGTERM another thread caught must get a turn
+        pass
     client.stop()
     store.close()
 

@@ -92,7 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     client.start()
     print(READY, flush=True)
     try:
-        done.wait()
+        # Wait in slices, as `cairn worker` does: the kernel may deliver SIGTERM to any
+        # thread, and Python runs the handler only when the main thread wakes up.
+        while not done.wait(0.2):
+            pass
     finally:
         client.stop(timeout=10)
         store.close()
