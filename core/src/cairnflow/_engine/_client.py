@@ -299,6 +299,7 @@ class Client:
             state.submit = self._pool.submit  # type: ignore[method-assign]
             self._started = True
             state.running = True
+            self._runner.commit.start()
             self._pool.start()
             self._keeper.start()
             self._dispatcher.start()
@@ -348,6 +349,12 @@ class Client:
         stuck = self._pool.stop(timeout)
         if stuck:
             state.log.warning("workers still inside step code after stop: %s", ", ".join(stuck))
+        assert self._runner is not None
+        if not self._runner.commit.close(timeout):
+            state.log.warning(
+                "outcomes still being written after stop (the store is slow or down); "
+                "their attempts are retaken after their leases"
+            )
         self._keeper.stop(timeout)
         for cleanup in reversed(self._cleanups):
             cleanup()

@@ -1,23 +1,29 @@
-"""Group commit: outcomes of attempts that finish at the same time share one transaction.
+"""Group commit: one committer thread writes the outcomes of a client's attempts.
 
-A worker hands its outcome over and waits until it is written. The first
-waiter that finds no write in progress becomes the leader: it takes every
-outcome queued so far and writes them in one ``finish_many`` transaction,
-while outcomes that arrive meanwhile queue up for the next leader. Under load
-this turns N transactions into one without adding latency when idle (a lone
-outcome is written at once by its own worker). Each outcome is still fenced
-by its own lease token inside that transaction.
+A worker that has an outcome hands it to the committer and goes back to the
+pool at once; it never waits for the database. The committer takes every
+outcome queued so far and writes them in one transaction that also claims for
+the slots the batch frees (``finish_and_claim``), so one commit both ends and
+starts attempts. Each outcome is still fenced by its own lease token inside
+that transaction, and an attempt keeps its slot and its lease until its
+outcome is written.
 
 Attempts claimed together tend to end together, and the first of them to end
-would otherwise lead a batch of one while its siblings queue behind it: one
-transaction each for one outcome and for the rest. So a leader that knows other
-attempts of its client are still running gathers for a moment first: until
-every running attempt has queued its outcome, the batch is full, or half the
-duration of a recent write has passed. Waiting costs the leader at most half a
-write; it saves its siblings a whole one. With nothing else running (an idle
-client, one step at a time) the leader writes at once.
+would otherwise be written alone while its siblings queue behind it: one
+transaction for one outcome and another for the rest. So a committer that
+knows other attempts of its client are still running gathers for a moment
+first: until every attempt holding a slot has queued its outcome, the batch is
+full, or half the duration of a recent write has passed (never more than
+:data:`MAX_GATHER`). With nothing else running (an idle client, one step at a
+time) it writes at once.
 
-A store without ``finish_many`` gets one ``finish`` per outcome.
+A write that fails because the store is unavailable (a restart, a failover)
+is tried again with backoff for as long as the attempt's lease may still be
+valid, so finished work is not thrown away by a short outage. Any other
+failure is logged, and the attempt is retaken after its lease.
+
+A store without ``finish_and_claim`` gets ``finish_many`` (the dispatcher then
+claims for the freed slots); one without either, one ``finish`` per outcome.
 """
 
 from __future__ import annotations
@@ -25,80 +31,89 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from ..store import ClaimedAttempt, ClaimRequest, FinishResult, Outcome, Store
-from ._attempt import monotonic
+from .._errors import Unavailable
+from ..store import (
+    AttemptState,
+    ClaimedAttempt,
+    ClaimRequest,
+    Failed,
+    FinishResult,
+    Outcome,
+    SleepUntil,
+    Snoozed,
+    WaitFor,
+)
+from ._attempt import RunningAttempt, monotonic
+from ._state import EngineState
 
-__all__ = ["GroupCommit"]
+__all__ = ["MAX_GATHER", "GroupCommit"]
 
 FinishMany = Callable[[Sequence[tuple[str, Outcome]], int], list[FinishResult]]
 FinishAndClaim = Callable[
     [Sequence[tuple[str, Outcome]], int, ClaimRequest | None],
     tuple[list[FinishResult], list[ClaimedAttempt]],
 ]
-PlanClaim = Callable[[int, bool], ClaimRequest | None]
-Accept = Callable[[list[ClaimedAttempt], ClaimRequest, float, Sequence[str]], None]
-FreeSlots = Callable[[list[str]], None]
-Busy = Callable[[], int]
 
 MAX_GATHER = 0.005
-"""The longest a leader waits for siblings, in seconds, however slow the writes are."""
+"""The longest the committer waits for siblings, in seconds, however slow the writes are."""
+
+_FIRST_PAUSE = 0.05
+_LONGEST_PAUSE = 2.0
 
 
 class _Pending:
-    __slots__ = ("eager", "error", "outcome", "result", "token")
+    """One outcome waiting to be written, and the attempt whose lease fences it."""
 
-    def __init__(self, token: str, outcome: Outcome, eager: bool) -> None:
-        self.token = token
-        self.outcome = outcome
-        self.eager = eager
-        self.result: FinishResult | None = None
-        self.error: BaseException | None = None
-
-
-def _done(pending: _Pending) -> bool:
-    return pending.result is not None or pending.error is not None
-
-
-class GroupCommit:
-    """Writes outcomes for one client; see the module docstring."""
+    __slots__ = ("claimed", "eager", "holder", "outcome", "pause")
 
     def __init__(
         self,
-        store: Store,
-        now: Callable[[], int],
-        *,
-        plan_claim: PlanClaim | None = None,
-        accept: Accept | None = None,
-        free_slots: FreeSlots | None = None,
-        busy: Busy | None = None,
-        max_batch: int = 64,
-        max_gather: float = MAX_GATHER,
+        claimed: ClaimedAttempt,
+        outcome: Outcome,
+        eager: bool,
+        holder: RunningAttempt | None,
     ) -> None:
-        self._store = store
-        self._now = now
+        self.claimed = claimed
+        self.outcome = outcome
+        self.eager = eager
+        self.holder = holder
+        self.pause = _FIRST_PAUSE
+        """How long to wait before trying again after the store was unavailable."""
+
+
+class GroupCommit:
+    """The committer of one client; see the module docstring.
+
+    :meth:`put` queues an outcome (from any thread) and returns at once.
+    :meth:`start` starts the committer thread; :meth:`close` writes what is
+    still queued and stops it.
+    """
+
+    def __init__(
+        self, state: EngineState, *, max_batch: int = 64, max_gather: float = MAX_GATHER
+    ) -> None:
+        self._state = state
         self._max_batch = max_batch
         self._max_gather = max_gather
-        self._free_slots = free_slots
-        self._busy = busy
+        store = state.store
+        self._finish_and_claim: FinishAndClaim | None = getattr(store, "finish_and_claim", None)
+        self._finish_many: FinishMany | None = getattr(store, "finish_many", None)
         self._write_time = 0.0
         """A moving average of the duration of a batch write, in seconds."""
-        self._finish_many: FinishMany | None = getattr(store, "finish_many", None)
-        # With both hooks, the leader claims for the slots its batch frees in
-        # the same transaction: one commit both ends and starts attempts.
-        self._finish_and_claim: FinishAndClaim | None = (
-            getattr(store, "finish_and_claim", None) if plan_claim and accept else None
-        )
-        self._plan_claim = plan_claim
-        self._accept = accept
-        lock = threading.Lock()
-        self._cond = threading.Condition(lock)
-        """Notified when a write ends."""
-        self._arrived = threading.Condition(lock)
-        """Notified when an outcome is queued (a gathering leader waits on it)."""
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        """Notified when the first outcome is queued, when a gathering batch is complete,
+        and on close."""
         self._queue: list[_Pending] = []
+        self._first_queued_at = 0.0
         self._gathering = False
-        """True while a leader waits for siblings (only then does an arrival notify)."""
-        self._writing = False
+        """True while the committer waits for siblings (only then does an arrival notify)."""
+        self._closing = False
+        self._given_up = threading.Event()
+        """Set when :meth:`close` stopped waiting: outages are not waited out any more."""
+        self._thread = threading.Thread(
+            target=self._loop, name=f"cairnflow-committer-{state.settings.node_id}", daemon=True
+        )
 
     @property
     def write_time(self) -> float:
@@ -110,51 +125,86 @@ class GroupCommit:
         """True when the writes also claim for the slots they free."""
         return self._finish_and_claim is not None
 
-    def finish(self, token: str, outcome: Outcome, *, eager: bool = False) -> FinishResult:
-        """Write ``outcome`` (alone or with others); raise what the store raised for it.
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the committer thread."""
+        self._thread.start()
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Write every outcome still queued, then stop; False if that took over ``timeout``."""
+        with self._lock:
+            self._closing = True
+            self._arrived.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._given_up.set()
+            return False
+        return True
+
+    # -- queueing ------------------------------------------------------------------------------
+    def put(
+        self,
+        claimed: ClaimedAttempt,
+        outcome: Outcome,
+        *,
+        eager: bool = False,
+        holder: RunningAttempt | None = None,
+    ) -> None:
+        """Queue ``outcome`` of the attempt ``claimed`` for writing; return at once.
 
         ``eager``: the outcome may make other steps ready, so the write claims
-        even when the client saw no backlog.
+        even when the client saw no backlog. ``holder``: the attempt this
+        client holds (its slot and lease are released once the outcome is
+        written); None for an attempt it does not hold (an abandoned one).
         """
-        if self._finish_many is None:
-            return self._store.finish(token, outcome, self._now())
-        mine = _Pending(token, outcome, eager)
-        with self._cond:
-            self._queue.append(mine)
-            if self._gathering and self._gathered():
-                self._arrived.notify()  # the last sibling the leader waits for
+        pending = _Pending(claimed, outcome, eager, holder)
+        with self._lock:
+            if not self._thread.is_alive() and (self._closing or self._given_up.is_set()):
+                inline = True
+            else:
+                inline = False
+                queue = self._queue
+                queue.append(pending)
+                if len(queue) == 1:
+                    self._first_queued_at = monotonic()
+                    self._arrived.notify()
+                elif self._gathering and self._gathered():
+                    self._arrived.notify()  # the last sibling the committer waits for
+        if inline:  # the committer is gone (the client stopped): write it here
+            self._write([pending])
+
+    # -- the committer thread ---------------------------------------------------------------
+    def _loop(self) -> None:
         while True:
-            with self._cond:
-                while not _done(mine) and self._writing:
-                    self._cond.wait()
-                if _done(mine):
-                    return self._outcome_of(mine)
-                # Nobody is writing: lead, with every outcome queued so far.
-                self._writing = True
-                self._gather()
+            with self._lock:
+                while not self._queue:
+                    if self._closing:
+                        return
+                    self._arrived.wait()
+                if not self._closing:
+                    self._gather()
                 batch = self._queue[: self._max_batch]
                 del self._queue[: self._max_batch]
-            started = monotonic()
+                if self._queue:
+                    self._first_queued_at = monotonic()
             try:
                 self._write(batch)
-            finally:
-                elapsed = monotonic() - started
-                with self._cond:
-                    self._write_time += (elapsed - self._write_time) / 8
-                    self._writing = False
-                    self._cond.notify_all()
+            except BaseException:  # never lose the thread: log, and the leases run out
+                self._state.log.exception("the committer failed writing %d outcome(s)", len(batch))
+                for pending in batch:
+                    if pending.holder is not None:
+                        self._state.untrack(pending.holder)
 
     def _gather(self) -> None:
         """Wait (lock held) for running siblings to queue their outcomes; see the module doc."""
-        if self._busy is None:
-            return
         window = min(self._write_time / 2, self._max_gather)
-        if window <= 0:
+        if window <= 0 or self._gathered():
             return
-        deadline = monotonic() + window
+        deadline = self._first_queued_at + window
         self._gathering = True
         try:
-            while not self._gathered():
+            while not self._gathered() and not self._closing:
                 left = deadline - monotonic()
                 if left <= 0:
                     return
@@ -163,47 +213,144 @@ class GroupCommit:
             self._gathering = False
 
     def _gathered(self) -> bool:
-        """True (lock held) when the batch is full or every busy attempt has queued."""
-        assert self._busy is not None
-        return len(self._queue) >= self._max_batch or len(self._queue) >= self._busy()
+        """True (lock held) when the batch is full or every attempt holding a slot has queued."""
+        queued = len(self._queue)
+        return queued >= self._max_batch or queued >= self._state.busy()
 
+    # -- writing -------------------------------------------------------------------------------
     def _write(self, batch: list[_Pending]) -> None:
-        assert self._finish_many is not None
-        items = [(p.token, p.outcome) for p in batch]
+        """Write ``batch`` (claiming for its slots where the store can), then react to it."""
+        state = self._state
+        items = [(p.claimed.token, p.outcome) for p in batch]
+        results: list[FinishResult | BaseException]
+        request: ClaimRequest | None = None
+        started = monotonic()
         try:
             if self._finish_and_claim is not None:
-                assert self._plan_claim is not None
-                assert self._accept is not None
-                request = self._plan_claim(len(batch), any(p.eager for p in batch))
-                started = monotonic()
-                results, claimed = self._finish_and_claim(items, self._now(), request)
-                # The batch's slots are free now, not when its workers wake up; freed and
-                # refilled in one step, so no other claim can take them in between.
-                written = [p.token for p in batch]
+                tokens = [p.claimed.token for p in batch]
+                request = state.plan_claim(tokens, eager=any(p.eager for p in batch))
+                claim_started = monotonic()
+                written, claimed = self._finish_and_claim(items, state.now(), request)
+                # The batch's slots are free now; freed and refilled in one step, so no
+                # other claim can take them in between.
                 if request is not None:
-                    self._accept(claimed, request, started, written)
-                elif self._free_slots is not None:
-                    self._free_slots(written)
+                    state.accept(claimed, request, claim_started, tokens)
+                else:
+                    state.free_slots(tokens)
+                results = list(written)
+                refilled = request is not None
+            elif self._finish_many is not None:
+                results = list(self._finish_many(items, state.now()))
+                refilled = False
             else:
-                results = self._finish_many(items, self._now())
-        except Exception as error:  # noqa: BLE001 - each waiter gets the error of its write
-            if len(batch) == 1:
-                batch[0].error = error
-                return
-            # Something in the batch failed it: write each alone, so one bad
-            # outcome cannot keep the others from being written.
-            for pending in batch:
-                try:
-                    pending.result = self._store.finish(pending.token, pending.outcome, self._now())
-                except Exception as alone:  # noqa: BLE001 - reported to its own waiter
-                    pending.error = alone
-            return
-        for pending, result in zip(batch, results, strict=True):
-            pending.result = result
+                results = [self._finish_alone(p) for p in batch]
+                refilled = False
+        except BaseException as error:  # noqa: BLE001 - each outcome is tried on its own
+            # Something in the batch failed it: write each alone, so one bad outcome
+            # cannot keep the others from being written.
+            results = [error] if len(batch) == 1 else [self._finish_alone(p) for p in batch]
+            refilled = False
+            if request is not None:
+                state.wake()  # the claim planned for these slots was not made: the dispatcher
+                # makes it once they are released below
+        finally:
+            elapsed = monotonic() - started
+            self._write_time += (elapsed - self._write_time) / 8
+        self._react(batch, results, refilled=refilled)
 
-    @staticmethod
-    def _outcome_of(pending: _Pending) -> FinishResult:
-        if pending.error is not None:
-            raise pending.error
-        assert pending.result is not None
-        return pending.result
+    def _finish_alone(self, pending: _Pending) -> FinishResult | BaseException:
+        state = self._state
+        try:
+            return state.store.finish(pending.claimed.token, pending.outcome, state.now())
+        except BaseException as error:  # noqa: BLE001 - reported for this outcome alone
+            return error
+
+    def _react(
+        self,
+        batch: Sequence[_Pending],
+        results: Sequence[FinishResult | BaseException],
+        *,
+        refilled: bool,
+    ) -> None:
+        """After a write: release the written attempts, wake who should know, retry outages."""
+        state = self._state
+        ready = 0
+        finished = False
+        retry: list[_Pending] = []
+        for pending, result in zip(batch, results, strict=True):
+            holder = pending.holder
+            if isinstance(result, BaseException):
+                if self._may_retry(pending, result):
+                    retry.append(pending)
+                    continue
+                claimed = pending.claimed
+                state.log.error(
+                    "could not write the outcome of step %r of run %s; it will be retaken "
+                    "after its lease",
+                    claimed.step,
+                    claimed.run_id,
+                    exc_info=result,
+                )
+                if holder is not None:
+                    state.untrack(holder)
+                continue
+            if holder is not None:
+                # Its slot was freed (and refilled) by the write itself where it claimed.
+                state.untrack(holder, wake=not refilled)
+            if not result.applied:
+                claimed = pending.claimed
+                state.log.info(
+                    "outcome of step %r of run %s not written: the attempt was %s",
+                    claimed.step,
+                    claimed.run_id,
+                    "cancelled" if result.state is AttemptState.CANCELLED else "taken over",
+                )
+                continue
+            due = _due_time(pending.outcome)
+            if due is not None:
+                state.add_timer(due)
+            ready += result.ready
+            finished = finished or result.run_status is not None
+        if ready:
+            state.work_made_ready(others=ready > state.idle())
+        if finished:
+            state.run_finished()
+        if retry:
+            self._requeue(retry)
+
+    def _may_retry(self, pending: _Pending, error: BaseException) -> bool:
+        """True when ``error`` is an outage and the attempt's lease may outlast the next try."""
+        holder = pending.holder
+        if not isinstance(error, Unavailable) or holder is None or self._given_up.is_set():
+            return False
+        return not holder.expired(monotonic() + pending.pause, self._state.settings.lease)
+
+    def _requeue(self, retry: list[_Pending]) -> None:
+        """Wait out the shortest backoff of ``retry``, then put them first in the queue."""
+        pause = min(p.pause for p in retry)
+        claimed = retry[0].claimed
+        self._state.log.warning(
+            "store unavailable writing %d outcome(s) (step %r of run %s first); trying again "
+            "in %.2fs",
+            len(retry),
+            claimed.step,
+            claimed.run_id,
+            pause,
+        )
+        self._given_up.wait(pause)
+        for pending in retry:
+            pending.pause = min(pending.pause * 2, _LONGEST_PAUSE)
+        with self._lock:
+            self._queue[:0] = retry
+            self._first_queued_at = monotonic()
+
+
+def _due_time(outcome: Outcome) -> int | None:
+    """When the step the outcome left behind falls due (a retry, snooze, sleep, wait deadline)."""
+    if isinstance(outcome, Failed):
+        return outcome.retry_at
+    if isinstance(outcome, Snoozed | SleepUntil):
+        return outcome.until
+    if isinstance(outcome, WaitFor):
+        return outcome.deadline
+    return None

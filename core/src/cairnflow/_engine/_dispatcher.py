@@ -15,11 +15,14 @@ from __future__ import annotations
 import queue
 import threading
 
-from ._attempt import RunningAttempt, monotonic
+from ._attempt import End, RunningAttempt, monotonic
 from ._runner import StepRunner
 from ._state import EngineState
 
 __all__ = ["Dispatcher", "WorkerPool"]
+
+_HANDED_OVER = frozenset({End.COMPLETED, End.TIMED_OUT})
+"""Ends whose finalizer hands an outcome to the committer (the worker, or the watchdog)."""
 
 
 class WorkerPool:
@@ -67,7 +70,10 @@ class WorkerPool:
                 except BaseException:  # the worker outlives anything a step throws at it
                     self._state.log.exception("worker crashed running %r", attempt)
                 finally:
-                    self._state.untrack(attempt)
+                    # An outcome handed to the committer keeps the slot and the lease until
+                    # it is written; the committer releases the attempt then.
+                    if attempt.end not in _HANDED_OVER:
+                        self._state.untrack(attempt)
         finally:
             self._runner.close_thread_loop()
 

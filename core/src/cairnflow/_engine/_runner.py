@@ -1,8 +1,9 @@
 """Running one claimed attempt: its input, its code, its outcome.
 
-The runner turns a :class:`ClaimedAttempt` into an :class:`Outcome` and writes
-it through the store's fenced ``finish``. Sleep and wait steps have no code:
-they register with the store at once and hold no worker while they wait.
+The runner turns a :class:`ClaimedAttempt` into an :class:`Outcome` and hands
+it to the committer (:mod:`._commit`), which writes it through the store's
+fenced ``finish``. Sleep and wait steps have no code: they register with the
+store at once and hold no worker while they wait.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from .._errors import (
     Permanent,
     Snooze,
     StepTimeout,
-    Unavailable,
 )
 from .._models import ErrorInfo, StepKind
 from ..context import StepContext
@@ -32,7 +32,6 @@ from ..store import (
     ClaimedAttempt,
     ExpiredAttempt,
     Failed,
-    FinishResult,
     Outcome,
     SleepUntil,
     Snoozed,
@@ -71,19 +70,16 @@ class StepRunner:
     def __init__(self, state: EngineState) -> None:
         self._state = state
         self._loops = threading.local()
-        self._commit = GroupCommit(
-            state.store,
-            state.now,
-            plan_claim=lambda freed, eager: state.plan_claim(freed, eager=eager),
-            accept=state.accept,
-            free_slots=state.free_slots,
-            busy=state.busy,
-        )
-        state.commits_claim = self._commit.claims
+        self.commit = GroupCommit(state)
+        """The committer that writes every outcome this runner decides."""
 
     # -- the whole attempt -------------------------------------------------------------------
     def run(self, attempt: RunningAttempt) -> None:
-        """Run ``attempt`` and write its outcome, unless someone else finalized it."""
+        """Run ``attempt`` and hand its outcome to the committer, unless someone else finalized it.
+
+        The worker does not wait for the write: the attempt keeps its slot and
+        its lease until the committer has written the outcome.
+        """
         if attempt.finalized:
             return
         try:
@@ -92,62 +88,23 @@ class StepRunner:
             self._state.log.exception("attempt %r failed inside the engine", attempt)
             outcome = self.failure(attempt.claimed, Permanent(error), self._state.now(), None)
         if outcome is not None and attempt.finalize(End.COMPLETED):
-            self.write(attempt.claimed, outcome, holder=attempt)
+            try:
+                self.write(attempt.claimed, outcome, holder=attempt)
+            except BaseException:
+                self._state.untrack(attempt)  # never handed over: nobody else releases it
+                raise
 
     def write(
         self, claimed: ClaimedAttempt, outcome: Outcome, holder: RunningAttempt | None = None
-    ) -> FinishResult | None:
-        """Write ``outcome`` through the fenced ``finish`` and react to what it did.
+    ) -> None:
+        """Hand ``outcome`` to the committer (it is written through the fenced ``finish``).
 
-        With ``holder``, a store that is unavailable (a restart, a failover) is
-        tried again with backoff for as long as the holder's lease may still
-        be valid, so finished work is not thrown away by a short outage.
+        ``holder``: the attempt this client holds, released once the outcome is
+        written; None for one it does not hold (an abandoned attempt).
         """
-        state = self._state
-        pause = 0.05
-        try:
-            while True:
-                try:
-                    result = self._commit.finish(
-                        claimed.token, outcome, eager=self._may_release(claimed, outcome)
-                    )
-                    break
-                except Unavailable:
-                    if holder is None or holder.expired(monotonic() + pause, state.settings.lease):
-                        raise
-                    state.log.warning(
-                        "store unavailable writing step %r of run %s; trying again in %.2fs",
-                        claimed.step,
-                        claimed.run_id,
-                        pause,
-                    )
-                    state.stopping.wait(pause)
-                    pause = min(pause * 2, 2.0)
-        except Exception:
-            # Nothing was written; the lease runs out and another attempt follows.
-            state.log.exception(
-                "could not write the outcome of step %r of run %s; it will be retaken after "
-                "its lease",
-                claimed.step,
-                claimed.run_id,
-            )
-            return None
-        if not result.applied:
-            state.log.info(
-                "outcome of step %r of run %s not written: the attempt was %s",
-                claimed.step,
-                claimed.run_id,
-                "cancelled" if result.state is AttemptState.CANCELLED else "taken over",
-            )
-            return result
-        due = _due_time(outcome)
-        if due is not None:
-            state.add_timer(due)
-        if result.ready:
-            state.work_made_ready(others=result.ready > state.idle())
-        if result.run_status is not None:
-            state.run_finished()
-        return result
+        self.commit.put(
+            claimed, outcome, eager=self._may_release(claimed, outcome), holder=holder
+        )
 
     def _may_release(self, claimed: ClaimedAttempt, outcome: Outcome) -> bool:
         """True when writing ``outcome`` may make other steps of the run ready."""
@@ -155,7 +112,7 @@ class StepRunner:
             return False
         if not isinstance(outcome, Succeeded | WaitFor):
             # A retry or snooze due now is ready at once.
-            due = _due_time(outcome)
+            due = outcome.retry_at if isinstance(outcome, Failed) else outcome.until
             return due is not None and due <= self._state.now()
         workflow = self._state.registry.get(claimed.workflow)
         return workflow is not None and bool(workflow.children(claimed.step))
@@ -319,16 +276,28 @@ class StepRunner:
 
     # -- what the keeper, the dispatcher and the context ask of the runner -----------------------
     def write_timeout(self, attempt: RunningAttempt) -> None:
-        """Write the StepTimeout failure of an attempt the watchdog stopped at its deadline."""
+        """Write the StepTimeout failure of an attempt the watchdog stopped at its deadline.
+
+        The attempt's worker may still be inside the step's code; the committer
+        releases the attempt once the failure is written.
+        """
         claimed = attempt.claimed
-        workflow = self._state.registry.get(claimed.workflow)
-        step = workflow.steps.get(claimed.step) if workflow is not None else None
-        limit = workflow.timeout_for(step) if workflow is not None and step is not None else None
-        error = StepTimeout(
-            f"step {claimed.step!r} ran past its timeout of {limit or 0:g}s "
-            f"(attempt {claimed.attempt})"
-        )
-        self.write(claimed, self.failure(claimed, error, self._state.now(), step))
+        try:
+            workflow = self._state.registry.get(claimed.workflow)
+            step = workflow.steps.get(claimed.step) if workflow is not None else None
+            limit = (
+                workflow.timeout_for(step) if workflow is not None and step is not None else None
+            )
+            error = StepTimeout(
+                f"step {claimed.step!r} ran past its timeout of {limit or 0:g}s "
+                f"(attempt {claimed.attempt})"
+            )
+            failure = self.failure(claimed, error, self._state.now(), step)
+        except Exception:  # a bug of ours: nothing is written, the lease runs out
+            self._state.log.exception("could not decide the timeout of %r", attempt)
+            self._state.untrack(attempt)
+            return
+        self.write(claimed, failure, holder=attempt)
 
     def abandon(self, expired: ExpiredAttempt) -> None:
         """Fail an attempt that was reclaimed once too often, with :class:`Abandoned`."""
@@ -416,12 +385,3 @@ def _closure_step(closure: Callable[[], Any]) -> Callable[[StepContext, Any], An
 
     return call
 
-
-def _due_time(outcome: Outcome) -> int | None:
-    if isinstance(outcome, Failed):
-        return outcome.retry_at
-    if isinstance(outcome, Snoozed | SleepUntil):
-        return outcome.until
-    if isinstance(outcome, WaitFor):
-        return outcome.deadline
-    return None

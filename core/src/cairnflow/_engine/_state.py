@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from .._caps import Cap
@@ -16,7 +16,7 @@ from ..notify import Notifier
 from ..retry import JitterSource
 from ..store import ClaimedAttempt, ClaimRequest, Store
 from ..workflow import Workflow
-from ._attempt import End, RunningAttempt
+from ._attempt import RunningAttempt
 
 __all__ = ["CLOSURE_WORKFLOW", "EngineState", "Settings"]
 
@@ -77,8 +77,6 @@ class EngineState:
         self.held: dict[str, RunningAttempt] = {}
         self.in_flight = 0
         self.want_claim = True
-        self.commits_claim = False
-        """True when outcome writes also claim (``finish_and_claim``); set by the runner."""
         self.wake_event = threading.Event()
         self.replan = threading.Event()
         """Set when an attempt got a deadline: the watchdog plans again."""
@@ -159,9 +157,8 @@ class EngineState:
     def free_slots(self, tokens: Iterable[str]) -> None:
         """Free the slots of attempts whose outcomes were just written (their leases stay held).
 
-        The group commit calls this as soon as its transaction ends, before it
-        hands out what it claimed there: the writing workers have not returned
-        yet, and counting their slots as busy would make the next claim short.
+        The committer calls this as soon as its transaction ends, before it
+        reacts to the outcomes, when the transaction claimed nothing for them.
         """
         with self.lock:
             self._free(tokens)
@@ -173,12 +170,11 @@ class EngineState:
                 attempt.slot_freed = True
                 self.in_flight -= 1
 
-    def untrack(self, attempt: RunningAttempt) -> None:
+    def untrack(self, attempt: RunningAttempt, *, wake: bool = True) -> None:
         """Release ``attempt``'s slot and lease; wake the dispatcher if it wants to claim more.
 
-        When outcomes are written by a group commit that claims in the same
-        transaction, that commit already refilled the slot: the dispatcher is
-        only woken for attempts that ended without writing an outcome.
+        ``wake=False`` where the slot was already refilled: the committer's write
+        claimed for it in the same transaction.
         """
         with self.lock:
             if self.held.pop(attempt.token, None) is None:
@@ -186,8 +182,7 @@ class EngineState:
             if not attempt.slot_freed:
                 attempt.slot_freed = True
                 self.in_flight -= 1
-            refilled = self.commits_claim and attempt.end in (End.COMPLETED, End.TIMED_OUT)
-            wake = self.want_claim and not refilled
+            wake = wake and self.want_claim
         if wake:
             self.wake_event.set()
 
@@ -197,17 +192,27 @@ class EngineState:
             return list(self.held.values())
 
     # -- claiming -----------------------------------------------------------------------------
-    def plan_claim(self, freed: int = 0, *, eager: bool = False) -> ClaimRequest | None:
-        """A claim for the idle slots (plus ``freed`` slots about to free), or None.
+    def plan_claim(
+        self, freeing: Collection[str] = (), *, eager: bool = False
+    ) -> ClaimRequest | None:
+        """A claim for the idle slots (and the slots of ``freeing``, about to free), or None.
 
-        None when nothing suggests there is work (no wake-up since the last
-        claim came back short, and not ``eager``: an outcome in the same
-        transaction may make steps ready) or no slot is free. The flag is
-        cleared here; a wake-up during the claim sets it again, so none is lost.
+        ``freeing``: tokens of attempts whose outcomes the claim's transaction
+        writes; only those still holding a slot count. None when nothing
+        suggests there is work (no wake-up since the last claim came back
+        short, and not ``eager``: an outcome in the same transaction may make
+        steps ready) or no slot is free. The flag is cleared here; a wake-up
+        during the claim sets it again, so none is lost.
         """
         with self.lock:
             if not (self.want_claim or eager) or self.stopping.is_set():
                 return None
+            held = self.held
+            freed = 0
+            for token in freeing:
+                attempt = held.get(token)
+                if attempt is not None and not attempt.slot_freed:
+                    freed += 1
             limit = self.settings.workers - self.in_flight + freed
             if limit <= 0:
                 return None  # want_claim stays set: the next freed slot claims

@@ -38,6 +38,10 @@ Optional operations:
   token, results in the order of ``items``. The engine uses it, when present,
   to write the outcomes of attempts that end together in one transaction
   (group commit).
+* ``finish_and_claim(items, now, claim: ClaimRequest | None) -> (results, claimed)``:
+  ``finish_many(items, now)`` followed by ``claim(claim)`` (when not None) in the same
+  transaction; the engine's committer uses it to refill the slots a batch frees with one
+  commit. The claim sees what the outcomes made ready.
 * ``database_now() -> int``, on stores declaring ``Cap.DATABASE_CLOCK``: the
   server's time in Unix nanoseconds.
 """
