@@ -344,3 +344,78 @@ def test_an_outcome_is_written_after_a_short_outage(make_client: Any, store: Mem
     assert info.result == "done"
     assert info.steps["work"].attempts == 1  # written by the first attempt, not re-run
     assert outage.failures_left == 0
+
+
+class SlowWrites:
+    """A store whose outcome writes take ``seconds``: steps shorter than that are claimed ahead."""
+
+    def __init__(self, inner: Any, seconds: float) -> None:
+        self._inner = inner
+        self._seconds = seconds
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if name not in {"finish", "finish_many"}:
+            return target
+
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(self._seconds)
+            return target(*args, **kwargs)
+
+        return slow
+
+
+def test_attempts_claimed_ahead_by_a_stalled_client_are_taken_over_and_run_once(
+    make_client: Any, store: MemoryStore, partitions: list[Partition]
+) -> None:
+    # The worst moment for claiming ahead: the client holds more attempts than it has
+    # workers, some waiting for a worker that is busy, when it stalls. Every one of them
+    # must be taken over after its lease and succeed, and the stalled client's late
+    # outcomes must not be written.
+    blocking = threading.Semaphore(0)
+    release = threading.Event()
+    wf = cf.Workflow("ahead")
+
+    @wf.step
+    def work(ctx: cf.StepContext, job: str) -> str:
+        if job == "block" and ctx.node_id == "stalled":
+            blocking.release()
+            release.wait(20)  # both workers are stuck here...
+        else:
+            time.sleep(0.001)
+        return ctx.node_id
+
+    partition = Partition(SlowWrites(store, 0.02))
+    partitions.append(partition)
+    stalled = make_client(
+        wf, on=partition, node_id="stalled", workers=2, prefetch=2, lease=0.5, interrupt=False
+    )
+    state = stalled._state
+    # Short steps against 20 ms writes: from here on the client claims ahead.
+    for ref in [stalled.enqueue("ahead", "quick") for _ in range(10)]:
+        assert stalled.wait(ref, timeout=10).status is cf.Status.SUCCEEDED
+    assert state.claim_ahead() == 2
+    refs = [stalled.enqueue("ahead", "block") for _ in range(2)]
+    refs += [stalled.enqueue("ahead", "quick") for _ in range(6)]
+    for _ in range(2):
+        assert blocking.acquire(timeout=10)
+    # ...while attempts claimed ahead of a free worker wait behind them.
+    wait_until(
+        lambda: sum(1 for a in state.held_attempts() if not a.finalized) > 2,
+        what="attempts claimed ahead of a free worker",
+    )
+    partition.cut()
+    held = {a.claimed.run_id for a in state.held_attempts() if not a.finalized}
+    assert len(held) > 2
+    rescuer = make_client(wf, node_id="rescuer", lease=0.5)
+    for ref in refs:
+        assert rescuer.wait(ref, timeout=20).status is cf.Status.SUCCEEDED
+    for run_id in held:  # what the stalled client held was finished by the rescuer
+        info = rescuer.info(run_id)
+        assert info.result == "rescuer"
+        assert info.steps["work"].reclaims == 1
+    release.set()
+    partition.heal()  # the stalled client's late outcomes are fenced out
+    time.sleep(0.5)
+    for run_id in held:
+        assert rescuer.info(run_id).result == "rescuer"

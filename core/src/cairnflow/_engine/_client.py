@@ -102,6 +102,11 @@ class Client:
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
+    While its steps run shorter than the write that ends them (tiny steps
+    on a database a round trip away), a client claims up to ``prefetch``
+    attempts (default: ``workers``) ahead of a free worker, so its workers
+    run one batch while the previous one is written; with longer steps it
+    claims only for free workers. ``prefetch=0`` never claims ahead.
     ``poll_interval`` is how often it looks for work other clients made due
     (a notifier wakes it sooner). A claimed step is a ``lease`` of that many
     seconds, renewed every third of it; a step whose worker died is retaken by
@@ -141,6 +146,7 @@ class Client:
         lease_skew: float = 0.0,
         fetch_batch: int = 100,
         interrupt: bool = True,
+        prefetch: int | None = None,
         database_clock: bool | float = False,
         logger: logging.Logger | None = None,
     ) -> None:
@@ -151,6 +157,10 @@ class Client:
             raise ValueError(f"max_reclaims must be an int >= 0, got {max_reclaims!r}")
         if isinstance(fetch_batch, bool) or not isinstance(fetch_batch, int) or fetch_batch < 1:
             raise ValueError(f"fetch_batch must be an int >= 1, got {fetch_batch!r}")
+        if prefetch is None:
+            prefetch = workers
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise ValueError(f"prefetch must be an int >= 0 or None, got {prefetch!r}")
         if payload_limit is not None:
             if isinstance(payload_limit, bool) or not isinstance(payload_limit, int):
                 raise ValueError(f"payload_limit must be an int, got {payload_limit!r}")
@@ -173,6 +183,7 @@ class Client:
             lease_skew=float(lease_skew),
             fetch_batch=fetch_batch,
             interrupt=interrupt,
+            prefetch=prefetch,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:

@@ -256,6 +256,7 @@ class GroupCommit:
         finally:
             elapsed = monotonic() - started
             self._write_time += (elapsed - self._write_time) / 8
+            state.write_time = self._write_time
         self._react(batch, results, refilled=refilled)
 
     def _finish_alone(self, pending: _Pending) -> FinishResult | BaseException:

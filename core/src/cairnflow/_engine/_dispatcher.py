@@ -1,8 +1,9 @@
 """The dispatcher: finds work and hands it to the worker pool.
 
 One thread per client. It claims as many attempts as the client has idle
-workers in one store call, so a SQL store claims in one round trip and no
-lease is ever held for a busy node. It claims again at once when a claim came
+workers in one store call, so a SQL store claims in one round trip (plus
+the claim-ahead of :meth:`EngineState.claim_ahead` while steps are shorter
+than writes; otherwise no lease is held for a busy node). It claims again at once when a claim came
 back full, when this client made work due (an enqueue, a finished step, a
 signal), when a notifier or :meth:`Client.wake` says so, at a local timer (a
 retry, snooze, sleep or delayed start this client scheduled), and at every

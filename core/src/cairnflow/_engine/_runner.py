@@ -82,11 +82,13 @@ class StepRunner:
         """
         if attempt.finalized:
             return
+        started = monotonic()
         try:
             outcome = self._outcome(attempt)
         except Exception as error:  # a bug of ours must not kill the worker
             self._state.log.exception("attempt %r failed inside the engine", attempt)
             outcome = self.failure(attempt.claimed, Permanent(error), self._state.now(), None)
+        self._state.attempt_ran(monotonic() - started)
         if outcome is not None and attempt.finalize(End.COMPLETED):
             try:
                 self.write(attempt.claimed, outcome, holder=attempt)

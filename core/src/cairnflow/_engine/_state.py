@@ -39,6 +39,8 @@ class Settings:
     lease_skew: float
     fetch_batch: int
     interrupt: bool
+    prefetch: int = 0
+    """Attempts a client may claim ahead of a free worker while its steps are short."""
 
     @property
     def lease_ns(self) -> int:
@@ -84,6 +86,11 @@ class EngineState:
         self.running = False
         self.finished = threading.Condition()
         self._timers: list[int] = []
+        self.attempt_time = 0.0
+        """A moving average of how long an attempt runs, from its worker's start to its
+        outcome, in seconds (written by the workers)."""
+        self.write_time = 0.0
+        """A moving average of how long the committer's writes take, in seconds."""
 
     # -- capabilities -------------------------------------------------------------------
     def require(self, cap: Cap, what: str) -> None:
@@ -191,6 +198,25 @@ class EngineState:
         with self.lock:
             return list(self.held.values())
 
+    def attempt_ran(self, seconds: float) -> None:
+        """Count one attempt's duration into :attr:`attempt_time`."""
+        # Unlocked: a lost update between two workers only nudges a moving average.
+        self.attempt_time += (seconds - self.attempt_time) / 16
+
+    def claim_ahead(self) -> int:
+        """How many attempts a claim may take beyond the free workers, now.
+
+        While attempts run shorter than the write that ends them and claims
+        their successors, a worker would spend most of its time waiting for
+        that write: claiming up to ``prefetch`` attempts ahead lets the workers
+        run one batch while the committer writes the previous one. Longer
+        steps claim only for free workers, so no lease waits behind a busy one.
+        """
+        ahead = self.settings.prefetch
+        if ahead and 0.0 < self.attempt_time < self.write_time:
+            return ahead
+        return 0
+
     # -- claiming -----------------------------------------------------------------------------
     def plan_claim(
         self, freeing: Collection[str] = (), *, eager: bool = False
@@ -213,7 +239,7 @@ class EngineState:
                 attempt = held.get(token)
                 if attempt is not None and not attempt.slot_freed:
                     freed += 1
-            limit = self.settings.workers - self.in_flight + freed
+            limit = self.settings.workers + self.claim_ahead() - self.in_flight + freed
             if limit <= 0:
                 return None  # want_claim stays set: the next freed slot claims
             self.want_claim = False

@@ -142,6 +142,12 @@ def _load_app(spec: str) -> list[Workflow]:
 @click.option("--poll-interval", default=1.0, show_default=True)
 @click.option("--lease", default=30.0, show_default=True)
 @click.option("--max-reclaims", default=5, show_default=True)
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Attempts claimed ahead of a free worker while steps are short [default: --workers].",
+)
 @click.option("--node-id", default=None)
 @click.option(
     "--log-level",
@@ -157,6 +163,7 @@ def worker(
     poll_interval: float,
     lease: float,
     max_reclaims: int,
+    prefetch: int | None,
     node_id: str | None,
     log_level: str,
     pairs: tuple[str, ...],
@@ -173,6 +180,7 @@ def worker(
         poll_interval=poll_interval,
         lease=lease,
         max_reclaims=max_reclaims,
+        prefetch=prefetch,
         node_id=node_id,
     )
     client.register(*workflows)
