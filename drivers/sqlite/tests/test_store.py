@@ -75,7 +75,7 @@ def test_a_newer_schema_is_refused_with_both_versions(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     raw(db, "INSERT INTO cf_migrations VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 1"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 2"):
         store.check_schema()
 
 
@@ -99,10 +99,41 @@ def test_an_applied_migration_that_changed_is_refused(db: Path) -> None:
 
 def test_migrate_is_idempotent_and_recorded(db: Path) -> None:
     store = SQLiteStore(db)
-    assert store.migrate() == ["001_init"]
+    assert store.migrate() == ["001_init", "002_partial_active_key"]
     assert store.migrate() == []
-    rows = raw(db, "SELECT version, name, length(checksum) FROM cf_migrations")
-    assert rows == [(1, "init", 64)]
+    rows = raw(db, "SELECT version, name, length(checksum) FROM cf_migrations ORDER BY version")
+    assert rows == [(1, "init", 64), (2, "partial_active_key", 64)]
+
+
+def _schema_1(db: Path) -> SQLiteStore:
+    """A store of the release that knew schema version 1 only."""
+    store = SQLiteStore(db)
+    store.migrations = store.migrations[:1]
+    return store
+
+
+def test_a_schema_one_database_is_refused_until_migrated_then_keeps_its_keys(db: Path) -> None:
+    old = _schema_1(db)
+    assert old.migrate() == ["001_init"]
+    wf = cf.Workflow("keyed", steps=[cf.Step("wait", lambda ctx, d: d)])
+    writer = cf.Client(old)
+    writer.register(wf)
+    held = writer.enqueue("keyed", 1, key="order-1")
+    finished = run_one(old)
+    with pytest.raises(cf.SchemaNotReady, match=r"002_partial_active_key are not applied"):
+        SQLiteStore(db).check_schema()
+    new = SQLiteStore(db)
+    assert new.migrate() == ["002_partial_active_key"]
+    new.check_schema()
+    client = cf.Client(new)
+    client.register(wf)
+    # The key of the unfinished run is still held, and only by it, through the new index.
+    with pytest.raises(cf.DuplicateRun, match=held.id):
+        client.enqueue("keyed", 2, key="order-1")
+    assert client.enqueue("keyed", 3, key="order-2").id != held.id
+    assert client.info(finished.ref).status is cf.Status.SUCCEEDED
+    index = raw(db, "SELECT sql FROM sqlite_master WHERE name = 'cf_runs_active_key'")
+    assert "WHERE active_key IS NOT NULL" in index[0][0]
 
 
 def test_migration_scripts_let_a_dba_migrate_by_hand(db: Path) -> None:
@@ -265,6 +296,8 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "expired": (q.expired(0, ["w"], 10), "cf_steps_running"),
         "due": (q.due(0, ["w"], 10), "cf_steps_due"),
         "promote": (q.promote(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        # The partial key index (schema 2): "active_key IN (...)" implies its predicate.
+        "holder_of_key": (q.holder_of_key("w", ["k1", "k2"]), "cf_runs_active_key"),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():

@@ -90,6 +90,9 @@ class SQLiteStore(SQLStore):
             if not in_memory:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {mode}")
+            # The claim's IN (subquery) and a batch's ORDER BY build small temporary tables;
+            # in a file (the default) each costs a temporary file's pages.
+            conn.execute("PRAGMA temp_store = MEMORY")
             return conn
 
         # A private in-memory database lives in one connection: the pool keeps exactly one.
