@@ -44,10 +44,14 @@ class JSONCodec:
 
     def encode(self, value: Any) -> bytes:
         """Encode ``value`` as compact JSON (``TypeError`` for what JSON cannot hold)."""
+        if value is None:  # what most steps return, and most payloads: skip the encoder
+            return b"null"
         return self._encoder.encode(value).encode()
 
     def decode(self, data: bytes) -> Any:
         """Decode JSON ``data``, exactly as ``json.loads`` would."""
+        if data == b"null":
+            return None
         if isinstance(data, bytes) and b"\x00" not in data[:4] and data[:1] not in _BOMS:
             # Plain UTF-8 (what encode makes): skip json.loads's encoding detection.
             return self._decoder.decode(data.decode("utf-8"))

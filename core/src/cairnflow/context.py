@@ -9,13 +9,40 @@ from typing import Any, Protocol
 
 from ._errors import Cancelled
 
-__all__ = ["StepContext"]
+__all__ = ["Cancellation", "StepContext"]
 
 
 class _AttemptControl(Protocol):
     def heartbeat(self) -> None: ...
 
     def progress(self, value: Any) -> None: ...
+
+
+class Cancellation(Protocol):
+    """Where a context learns that its attempt should stop (the engine's attempt)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the attempt should stop."""
+        ...
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """An event set when the attempt should stop."""
+        ...
+
+
+class _EventCancellation:
+    """A plain :class:`threading.Event` as a :class:`Cancellation`."""
+
+    __slots__ = ("cancel_event",)
+
+    def __init__(self, event: threading.Event) -> None:
+        self.cancel_event = event
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
 
 
 class StepContext:
@@ -30,9 +57,9 @@ class StepContext:
     """
 
     __slots__ = (
+        "_cancellation",
         "_control",
         "attempt",
-        "cancel_event",
         "deadline",
         "labels",
         "node_id",
@@ -57,7 +84,7 @@ class StepContext:
         node_id: str,
         queue: str,
         deadline: float | None,
-        cancel_event: threading.Event,
+        cancel_event: threading.Event | Cancellation,
         control: _AttemptControl,
     ) -> None:
         self.run_id = run_id
@@ -70,13 +97,22 @@ class StepContext:
         self.node_id = node_id
         self.queue = queue
         self.deadline = deadline
-        self.cancel_event = cancel_event
+        self._cancellation = (
+            _EventCancellation(cancel_event)
+            if isinstance(cancel_event, threading.Event)
+            else cancel_event
+        )
         self._control = control
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the attempt should stop: ``ctx.cancel_event.wait(s)`` sleeps until then."""
+        return self._cancellation.cancel_event
 
     @property
     def cancelled(self) -> bool:
         """True once the attempt should stop (see the class docstring)."""
-        return self.cancel_event.is_set()
+        return self._cancellation.cancelled
 
     @property
     def remaining(self) -> float | None:
@@ -87,7 +123,7 @@ class StepContext:
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`~cairnflow.Cancelled` if the attempt should stop."""
-        if self.cancel_event.is_set():
+        if self._cancellation.cancelled:
             raise Cancelled(f"step {self.step!r} of run {self.run_id} was asked to stop")
 
     def heartbeat(self) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -80,6 +82,41 @@ def test_json_codec_round_trips_and_refuses_what_json_cannot_hold() -> None:
         codec.encode(float("nan"))
     with pytest.raises(TypeError):
         codec.encode(object())
+    # The shortcuts for None agree with json exactly, both ways.
+    assert codec.encode(None) == json.dumps(None).encode() == b"null"
+    assert codec.decode(b"null") is None
+    assert codec.decode(memoryview(b"null")) is None
+    assert codec.decode(b" null ") is None
+
+
+def test_an_attempts_cancel_event_is_made_on_first_use_and_never_misses_a_cancel() -> None:
+    from cairnflow._engine._attempt import End, RunningAttempt
+    from cairnflow.store import ClaimedAttempt
+
+    claimed = ClaimedAttempt("s:t", "r", "w", "q", "a", cf.StepKind.TASK, 1, 0, 0, b"", {}, {})
+    before = RunningAttempt(claimed, 0.0)
+    early = before.cancel_event  # made before the cancel
+    assert not before.cancelled and not early.is_set()
+    assert before.stop(End.CANCELLED)
+    assert before.cancelled and early.is_set() and before.cancel_event is early
+    after = RunningAttempt(claimed, 0.0)
+    after.cancel()  # cancelled before anyone asked for the event
+    assert after.cancelled and after.cancel_event.is_set()
+    ctx = cf.StepContext(
+        run_id="r", workflow="w", step="a", attempt=1, payload=None, parents={}, labels={},
+        node_id="n", queue="q", deadline=None, cancel_event=after, control=None,  # type: ignore[arg-type]
+    )
+    assert ctx.cancelled and ctx.cancel_event is after.cancel_event
+    with pytest.raises(cf.Cancelled):
+        ctx.raise_if_cancelled()
+    plain = threading.Event()
+    own = cf.StepContext(
+        run_id="r", workflow="w", step="a", attempt=1, payload=None, parents={}, labels={},
+        node_id="n", queue="q", deadline=None, cancel_event=plain, control=None,  # type: ignore[arg-type]
+    )
+    assert not own.cancelled
+    plain.set()
+    assert own.cancelled and own.cancel_event is plain
 
 
 def test_fake_clock_moves_only_when_told_and_notifies() -> None:

@@ -72,7 +72,8 @@ class RunningAttempt:
         self.claimed = claimed
         self.may_interrupt = interrupt
         self.token = claimed.token
-        self.cancel_event = threading.Event()
+        self._cancelled = False
+        self._cancel_event: threading.Event | None = None
         self.renewed_at = renewed_at
         """``time.monotonic()`` when the latest renewal that landed began."""
         self.deadline: float | None = None
@@ -93,6 +94,37 @@ class RunningAttempt:
         """True once an outcome was decided."""
         return self.end is not None
 
+    @property
+    def cancelled(self) -> bool:
+        """True once the attempt was asked to stop (see :meth:`cancel`)."""
+        return self._cancelled
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """An event set when the attempt is asked to stop.
+
+        Made on first use: most attempts end without anyone waiting on it, and
+        an event (a condition and its lock) is the dearest part of an attempt.
+        """
+        event = self._cancel_event
+        if event is None:
+            with self._lock:
+                event = self._cancel_event
+                if event is None:
+                    event = threading.Event()
+                    if self._cancelled:
+                        event.set()
+                    self._cancel_event = event
+        return event
+
+    def cancel(self) -> None:
+        """Ask the step's code to stop: :attr:`cancelled` and :attr:`cancel_event` say so."""
+        with self._lock:
+            self._cancelled = True
+            event = self._cancel_event
+        if event is not None:
+            event.set()
+
     def finalize(self, end: End) -> bool:
         """Decide the attempt's end; True only for the first caller."""
         with self._lock:
@@ -106,7 +138,7 @@ class RunningAttempt:
         """Finalize for ``end``, set the cancel event and interrupt the step's code."""
         if not self.finalize(end):
             return False
-        self.cancel_event.set()
+        self.cancel()
         self.interrupt()
         return True
 

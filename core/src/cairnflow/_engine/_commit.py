@@ -278,6 +278,13 @@ class GroupCommit:
         ready = 0
         finished = False
         retry: list[_Pending] = []
+        written = [
+            p.holder
+            for p, result in zip(batch, results, strict=True)
+            if p.holder is not None and not isinstance(result, BaseException)
+        ]
+        # Their slots were freed (and refilled) by the write itself where it claimed.
+        state.untrack_all(written, wake=not refilled)
         for pending, result in zip(batch, results, strict=True):
             holder = pending.holder
             if isinstance(result, BaseException):
@@ -295,9 +302,6 @@ class GroupCommit:
                 if holder is not None:
                     state.untrack(holder)
                 continue
-            if holder is not None:
-                # Its slot was freed (and refilled) by the write itself where it claimed.
-                state.untrack(holder, wake=not refilled)
             if not result.applied:
                 claimed = pending.claimed
                 state.log.info(

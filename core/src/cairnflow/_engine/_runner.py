@@ -170,7 +170,7 @@ class StepRunner:
             node_id=state.settings.node_id,
             queue=claimed.queue,
             deadline=attempt.deadline,
-            cancel_event=attempt.cancel_event,
+            cancel_event=attempt,
             control=_Control(self, attempt),
         )
         try:
@@ -348,7 +348,7 @@ class StepRunner:
         # Called from the step's own thread: finalize and raise here, no interrupt.
         end = End.CANCELLED if verdict is AttemptState.CANCELLED else End.LEASE_LOST
         if attempt.finalize(end):
-            attempt.cancel_event.set()
+            attempt.cancel()
         _raise_if_over(attempt)
 
 

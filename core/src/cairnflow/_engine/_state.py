@@ -183,13 +183,21 @@ class EngineState:
         ``wake=False`` where the slot was already refilled: the committer's write
         claimed for it in the same transaction.
         """
+        self.untrack_all((attempt,), wake=wake)
+
+    def untrack_all(self, attempts: Iterable[RunningAttempt], *, wake: bool = True) -> None:
+        """:meth:`untrack` for several attempts at once (one lock, at most one wake-up)."""
+        freed = False
         with self.lock:
-            if self.held.pop(attempt.token, None) is None:
-                return
-            if not attempt.slot_freed:
-                attempt.slot_freed = True
-                self.in_flight -= 1
-            wake = wake and self.want_claim
+            held = self.held
+            for attempt in attempts:
+                if held.pop(attempt.token, None) is None:
+                    continue
+                freed = True
+                if not attempt.slot_freed:
+                    attempt.slot_freed = True
+                    self.in_flight -= 1
+            wake = wake and freed and self.want_claim
         if wake:
             self.wake_event.set()
 

@@ -94,6 +94,11 @@ SQL_CAPABILITIES = frozenset(
 )
 """What every SQL store built on this layer implements; drivers add their own."""
 
+_HELD = FinishResult(AttemptState.HELD)
+_RUN_SUCCEEDED = FinishResult(AttemptState.HELD, run_status=Status.SUCCEEDED)
+"""The two most common results, shared (results are immutable)."""
+_KINDS = {kind.value: kind for kind in StepKind}
+
 _SECRET = 32  # hex characters of a lease secret
 _CHUNK = 200  # values per IN list
 _BATCH_ROWS = 64  # rows per one-statement batch of successes (four values each)
@@ -691,7 +696,7 @@ class SQLStore:
                     workflow=_text(run[1]),
                     queue=_text(run[2]),
                     step=name,
-                    kind=StepKind(kind),
+                    kind=_KINDS.get(kind) or StepKind(kind),
                     attempt=attempt,
                     failures=failures,
                     reclaims=reclaims,
@@ -1020,8 +1025,10 @@ class SQLStore:
             ready = int(self._execute(cur, sql, params).rowcount)
         if tally.succeeded(run_id):
             # The last step: every step succeeded, so there is nothing left to cancel.
+            if not ready:
+                return _RUN_SUCCEEDED
             return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
-        return FinishResult(AttemptState.HELD, ready=ready)
+        return FinishResult(AttemptState.HELD, ready=ready) if ready else _HELD
 
     def _end_run(self, cur: Cursor, run_id: str, state: str, error: str | None, now: int) -> None:
         """Finish the run (row locked), release its key, cancel its unfinished steps."""
