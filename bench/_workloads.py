@@ -231,8 +231,22 @@ def w3_workflow(engine: Engine, *, runs: int, shape: str, workers: int = 8) -> d
 
 
 # -- W4 ----------------------------------------------------------------------------------------------
+W4_EVERY = 0.02
+"""W4 enqueues one run every 20 ms..."""
+W4_DRIFT = 0.0001
+"""...plus 0.1 ms: a poll interval of 1 s or 100 ms is a whole number of 20 ms steps, so on an
+exact 20 ms grid every sample would meet the polls at one of a few phases, and where that
+grid fell against the poll would move the median by up to 10 ms. Drifting 0.1 ms a sample
+sweeps the phases evenly."""
+
+
 def w4_latency(
-    engine: Engine, *, samples: int, poll: float, notifier: bool, every: float = 0.02
+    engine: Engine,
+    *,
+    samples: int,
+    poll: float,
+    notifier: bool,
+    every: float = W4_EVERY + W4_DRIFT,
 ) -> dict[str, Any]:
     """Enqueue on one client, step start on another with idle workers: p50/p95/p99 in ms."""
     with namespace(engine) as (prefix, store):
@@ -243,8 +257,8 @@ def w4_latency(
             enqueuer = cf.Client(store, notifier=None if notifier else False)
             enqueuer.register(_apps.probe())
             sent: list[tuple[cf.RunRef, int]] = []
-            # An absolute schedule (the i-th enqueue at start + i * every): the samples
-            # cover whole poll periods, so they meet the worker's polls at every phase.
+            # An absolute schedule (the i-th enqueue at start + i * every), whose drift against
+            # the poll period (W4_DRIFT) meets the worker's polls at every phase.
             start = time.monotonic()
             for i in range(samples):
                 time.sleep(max(0.0, start + i * every - time.monotonic()))
@@ -259,7 +273,12 @@ def w4_latency(
     latencies.sort()
 
     def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, round(p / 100 * (len(latencies) - 1)))]
+        # Linear between the two nearest ranks (rank p * (n - 1), as numpy's default): the
+        # p50 of an even count is the mean of its two middle samples, not the upper one.
+        rank = p / 100 * (len(latencies) - 1)
+        low = int(rank)
+        high = min(low + 1, len(latencies) - 1)
+        return latencies[low] + (latencies[high] - latencies[low]) * (rank - low)
 
     return {
         "samples": samples,

@@ -107,9 +107,16 @@ class Dispatcher:
             state.wake_event.clear()
             now = state.now()
             if monotonic() >= next_poll:
-                self._housekeeping(now)
-                next_poll = monotonic() + poll
+                # Polls keep their cadence, however long each one takes (unless a whole
+                # period was missed: then the cadence starts again from now).
+                after = next_poll + poll
+                next_poll = after if after > monotonic() else monotonic() + poll
+                # What other clients made ready is claimed first: a poll's latency is the
+                # claim's, not the housekeeping's.
                 state.request_claim()
+                self._claim()
+                if self._housekeeping(now):
+                    state.request_claim()
             elif state.pop_due_timers(now):
                 self._housekeeping(now)
                 state.request_claim()
@@ -141,7 +148,8 @@ class Dispatcher:
             if len(claimed) < request.limit:
                 return
 
-    def _housekeeping(self, now: int) -> None:
+    def _housekeeping(self, now: int) -> bool:
+        """End due sleeps, fail overdue waits, take back expired leases; True if work was made."""
         state = self._state
         names = state.workflow_names
         batch = state.settings.fetch_batch
@@ -158,8 +166,15 @@ class Dispatcher:
             )
         except Exception:
             state.log.warning("housekeeping failed; retrying at the next poll", exc_info=True)
-            return
+            return True  # maybe some of it went through: look for work anyway
         if reclaimed.requeued:
             state.log.info("took back %d attempt(s) whose leases expired", reclaimed.requeued)
         for expired in reclaimed.abandoned:
             self._runner.abandon(expired)
+        return bool(
+            advanced.promoted
+            or advanced.woken
+            or advanced.timed_out
+            or reclaimed.requeued
+            or reclaimed.abandoned
+        )
