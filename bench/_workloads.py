@@ -173,13 +173,21 @@ def w1_enqueue(engine: Engine, *, single: int, batched: int) -> dict[str, Any]:
 
 
 # -- W2 ----------------------------------------------------------------------------------------------
-def w2_drain(engine: Engine, *, runs: int, clients: int, workers: int = 8) -> dict[str, Any]:
-    """Completed runs per second, first claim to last completion, from the store."""
+def w2_drain(
+    engine: Engine, *, runs: int, clients: int, workers: int = 8, prefetch: int | None = None
+) -> dict[str, Any]:
+    """Completed runs per second, first claim to last completion, from the store.
+
+    ``prefetch`` (one client only): the client's claim-ahead; None is the default (as many
+    as its workers), 0 claims only for free workers.
+    """
     with namespace(engine) as (prefix, store):
         enqueue_all(store, _apps.noop(), runs)
         if clients == 1:
             counting = CountingStore(store)
-            with cf.Client(counting, workers=workers, poll_interval=0.5, lease=30) as client:
+            with cf.Client(
+                counting, workers=workers, poll_interval=0.5, lease=30, prefetch=prefetch
+            ) as client:
                 client.register(_apps.noop())
                 wait_for(engine, prefix, runs, timeout=600)
             calls = dict(counting.calls)
@@ -195,6 +203,7 @@ def w2_drain(engine: Engine, *, runs: int, clients: int, workers: int = 8) -> di
         "runs": runs,
         "clients": clients,
         "workers": workers,
+        "prefetch": workers if prefetch is None else prefetch,
         "runs_per_s": steps / seconds,
         "claim_calls_per_run": calls.get("claim", 0) / runs if calls else None,
         "calls": calls,

@@ -247,6 +247,45 @@ class BaselineTests:
             assert cairnflow_kit.stored(ref).state == cf.Status.SUCCEEDED.value
 
     @proves()
+    def test_finish_and_claim_claims_what_its_outcomes_made_ready(self, cairnflow_kit: Kit) -> None:
+        # finish_and_claim is optional (the committer refills the slots a batch frees with
+        # one commit): the claim runs after the outcomes, in their transaction, so it sees
+        # the child a success made ready, with its parent's output as input; an outcome
+        # whose lease is gone is fenced and changes nothing, and the claim still happens.
+        store = cairnflow_kit.store
+        finish_and_claim = getattr(store, "finish_and_claim", None)
+        if finish_and_claim is None:
+            pytest.skip("the store has no finish_and_claim (optional: claims come alone)")
+        wf = cf.Workflow(
+            "kit-refill",
+            steps=[cf.Step("a", lambda c, d: d), cf.Step("b", lambda c, d: d, after=["a"])],
+        )
+        client = cairnflow_kit.client(wf, start=False)
+        chained, stale_run = client.enqueue("kit-refill", 1), client.enqueue("kit-refill", 2)
+        tokens = _claim_tokens(store, "kit-refill")
+        assert store.hand_back([tokens[stale_run.id]], time.time_ns()) == 1
+        now = time.time_ns()
+        request = ClaimRequest(frozenset({"kit-refill"}), 5, now, now + 60 * 10**9, "kit-node")
+        results, claimed = finish_and_claim(
+            [
+                (tokens[chained.id], Succeeded(b'"from a"')),
+                (tokens[stale_run.id], Succeeded(b'"stale"')),
+            ],
+            now,
+            request,
+        )
+        assert [r.state for r in results] == [AttemptState.HELD, AttemptState.LOST]
+        assert results[0].ready == 1
+        by_run = {(a.run_id, a.step): a for a in claimed}
+        assert set(by_run) == {(chained.id, "b"), (stale_run.id, "a")}
+        assert by_run[(chained.id, "b")].inputs == {"a": b'"from a"'}
+        assert cairnflow_kit.stored_output(stale_run, "a") is None
+        child = by_run[(chained.id, "b")].token
+        (last,), nothing = finish_and_claim([(child, Succeeded(b"2"))], now, None)
+        assert last.run_status is cf.Status.SUCCEEDED
+        assert nothing == []
+
+    @proves()
     def test_a_stopping_client_hands_its_running_steps_back(self, cairnflow_kit: Kit) -> None:
         started = threading.Event()
         saw_stop = threading.Event()

@@ -120,11 +120,6 @@ class GroupCommit:
         """The moving average of a batch write's duration, in seconds (0.0 before any)."""
         return self._write_time
 
-    @property
-    def claims(self) -> bool:
-        """True when the writes also claim for the slots they free."""
-        return self._finish_and_claim is not None
-
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
         """Start the committer thread."""
