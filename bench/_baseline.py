@@ -159,7 +159,9 @@ def measure(engine: Engine, prefix: str, *, jobs: int, batch: int) -> dict[str, 
         single_enqueue = baseline.enqueue(singles, batch=1)
         single_drain, drained = baseline.drain(batch=1)
         assert drained == singles, f"baseline drained {drained} of {singles}"
+        before = engine.table_bytes(prefix)
         batched_enqueue = baseline.enqueue(jobs, batch=1000)
+        bytes_per_row = (engine.table_bytes(prefix) - before) / jobs
         batched_drain, drained = baseline.drain(batch=batch)
         assert drained == jobs, f"baseline drained {drained} of {jobs}"
     finally:
@@ -169,5 +171,6 @@ def measure(engine: Engine, prefix: str, *, jobs: int, batch: int) -> dict[str, 
         "enqueue_batched_per_s": batched_enqueue,
         "claim_complete_single_per_s": single_drain,
         "claim_complete_batched_per_s": batched_drain,
+        "bytes_per_queued_row": bytes_per_row,
         "batch": float(batch),
     }
