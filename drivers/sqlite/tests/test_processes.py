@@ -74,6 +74,9 @@ def start_worker(db: Path, app_dir: Path, node: str, log: Path) -> subprocess.Po
         "chain_app:chain",
         "--workers",
         "2",
+        # Short steps: each worker process holds attempts claimed ahead when it is killed.
+        "--prefetch",
+        "2",
         "--lease",
         "2",
         "--poll-interval",
