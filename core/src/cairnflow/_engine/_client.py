@@ -104,9 +104,10 @@ class Client:
     ``workers`` caps how many step attempts run at once on this client.
     While its steps run shorter than the write that ends them (tiny steps
     on a database a round trip away), a client claims up to ``prefetch``
-    attempts (default: ``workers``) ahead of a free worker, so its workers
-    run one batch while the previous one is written; with longer steps it
-    claims only for free workers. ``prefetch=0`` never claims ahead.
+    attempts (default: ``workers``) ahead of a free worker, so each write
+    ends and starts up to ``workers + prefetch`` attempts and the database's
+    round trip and commit are paid once for all of them; with longer steps
+    it claims only for free workers. ``prefetch=0`` never claims ahead.
     ``poll_interval`` is how often it looks for work other clients made due
     (a notifier wakes it sooner). A claimed step is a ``lease`` of that many
     seconds, renewed every third of it; a step whose worker died is retaken by

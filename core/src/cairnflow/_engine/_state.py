@@ -215,10 +215,11 @@ class EngineState:
         """How many attempts a claim may take beyond the free workers, now.
 
         While attempts run shorter than the write that ends them and claims
-        their successors, a worker would spend most of its time waiting for
-        that write: claiming up to ``prefetch`` attempts ahead lets the workers
-        run one batch while the committer writes the previous one. Longer
-        steps claim only for free workers, so no lease waits behind a busy one.
+        their successors, the workers spend most of their time waiting for
+        that write: claiming up to ``prefetch`` attempts ahead makes each write
+        end and start up to ``workers + prefetch`` attempts, so the round trip
+        and the commit are paid once for all of them. Longer steps claim only
+        for free workers, so no lease waits long behind a busy worker.
         """
         ahead = self.settings.prefetch
         if ahead and 0.0 < self.attempt_time < self.write_time:
