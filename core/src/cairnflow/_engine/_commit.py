@@ -46,7 +46,7 @@ from ..store import (
 from ._attempt import RunningAttempt, monotonic
 from ._state import EngineState
 
-__all__ = ["MAX_GATHER", "GroupCommit"]
+__all__ = ["MAX_GATHER", "GroupCommit", "due_time"]
 
 FinishMany = Callable[[Sequence[tuple[str, Outcome]], int], list[FinishResult]]
 FinishAndClaim = Callable[
@@ -98,8 +98,6 @@ class GroupCommit:
         store = state.store
         self._finish_and_claim: FinishAndClaim | None = getattr(store, "finish_and_claim", None)
         self._finish_many: FinishMany | None = getattr(store, "finish_many", None)
-        self._write_time = 0.0
-        """A moving average of the duration of a batch write, in seconds."""
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         """Notified when the first outcome is queued, when a gathering batch is complete,
@@ -118,7 +116,7 @@ class GroupCommit:
     @property
     def write_time(self) -> float:
         """The moving average of a batch write's duration, in seconds (0.0 before any)."""
-        return self._write_time
+        return self._state.write_time
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -187,13 +185,11 @@ class GroupCommit:
                 self._write(batch)
             except BaseException:  # never lose the thread: log, and the leases run out
                 self._state.log.exception("the committer failed writing %d outcome(s)", len(batch))
-                for pending in batch:
-                    if pending.holder is not None:
-                        self._state.untrack(pending.holder)
+                self._state.untrack_all(p.holder for p in batch if p.holder is not None)
 
     def _gather(self) -> None:
         """Wait (lock held) for running siblings to queue their outcomes; see the module doc."""
-        window = min(self._write_time / 2, self._max_gather)
+        window = min(self._state.write_time / 2, self._max_gather)
         if window <= 0 or self._gathered():
             return
         deadline = self._first_queued_at + window
@@ -249,9 +245,7 @@ class GroupCommit:
                 state.wake()  # the claim planned for these slots was not made: the dispatcher
                 # makes it once they are released below
         finally:
-            elapsed = monotonic() - started
-            self._write_time += (elapsed - self._write_time) / 8
-            state.write_time = self._write_time
+            state.write_time += (monotonic() - started - state.write_time) / 8
         self._react(batch, results, refilled=refilled)
 
     def _finish_alone(self, pending: _Pending) -> FinishResult | BaseException:
@@ -306,7 +300,7 @@ class GroupCommit:
                     "cancelled" if result.state is AttemptState.CANCELLED else "taken over",
                 )
                 continue
-            due = _due_time(pending.outcome)
+            due = due_time(pending.outcome)
             if due is not None:
                 state.add_timer(due)
             ready += result.ready
@@ -345,7 +339,7 @@ class GroupCommit:
             self._first_queued_at = monotonic()
 
 
-def _due_time(outcome: Outcome) -> int | None:
+def due_time(outcome: Outcome) -> int | None:
     """When the step the outcome left behind falls due (a retry, snooze, sleep, wait deadline)."""
     if isinstance(outcome, Failed):
         return outcome.retry_at

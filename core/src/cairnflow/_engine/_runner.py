@@ -40,7 +40,7 @@ from ..store import (
 )
 from ..workflow import Sleep, Step, Wait
 from ._attempt import End, RunningAttempt, monotonic
-from ._commit import GroupCommit
+from ._commit import GroupCommit, due_time
 from ._state import EngineState
 
 __all__ = ["StepRunner"]
@@ -114,7 +114,7 @@ class StepRunner:
             return False
         if not isinstance(outcome, Succeeded | WaitFor):
             # A retry or snooze due now is ready at once.
-            due = outcome.retry_at if isinstance(outcome, Failed) else outcome.until
+            due = due_time(outcome)
             return due is not None and due <= self._state.now()
         workflow = self._state.registry.get(claimed.workflow)
         return workflow is not None and bool(workflow.children(claimed.step))
