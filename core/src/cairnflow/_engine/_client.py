@@ -39,6 +39,7 @@ from ..store import (
     SignalResult,
     Store,
     StoredRun,
+    StoreFacets,
     derive_status,
 )
 from ..workflow import Workflow
@@ -152,6 +153,7 @@ class Client:
         logger: logging.Logger | None = None,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
+        facets = StoreFacets.of(store)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an int >= 1, got {workers!r}")
         if isinstance(max_reclaims, bool) or not isinstance(max_reclaims, int) or max_reclaims < 0:
@@ -194,12 +196,8 @@ class Client:
                     "database_clock replaces clock and lease_clock: give one or the other"
                 )
             resync = 60.0 if database_clock is True else float(database_clock)
-            read_now = getattr(store, "database_now", None)
-            if not callable(read_now):
-                raise TypeError(
-                    f"{type(store).__qualname__} declares DATABASE_CLOCK but has no database_now()"
-                )
-            clock = lease_clock = DatabaseClock(read_now, resync)
+            assert facets.clock is not None  # check_store: DATABASE_CLOCK has its facet
+            clock = lease_clock = DatabaseClock(facets.clock.database_now, resync)
         chosen: Notifier | None
         if notifier is False:
             chosen = None
@@ -208,7 +206,7 @@ class Client:
         else:
             chosen = notifier
         self._state = EngineState(
-            store=store,
+            facets=facets,
             settings=settings,
             codec=codec or JSONCodec(),
             clock=clock or Real(),
@@ -463,7 +461,12 @@ class Client:
         state = self._state
         now = state.now()
         runs = [self._new_run(job, now) for job in jobs]
-        run_ids = state.store.create_runs(runs, tx=tx)
+        if tx is None:
+            run_ids = state.store.create_runs(runs)
+        else:
+            transactional = state.facets.transactional
+            assert transactional is not None  # enqueue_tx required the capability
+            run_ids = transactional.create_runs_in(tx, runs)
         if wake:
             self._after_create(runs, now)
         return [RunRef(run_id, run.workflow) for run_id, run in zip(run_ids, runs, strict=True)]

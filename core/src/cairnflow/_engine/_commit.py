@@ -22,14 +22,16 @@ is tried again with backoff for as long as the attempt's lease may still be
 valid, so finished work is not thrown away by a short outage. Any other
 failure is logged, and the attempt is retaken after its lease.
 
-A store without ``finish_and_claim`` gets ``finish_many`` (the dispatcher then
-claims for the freed slots); one without either, one ``finish`` per outcome.
+There is one write path: a store without the batch-outcomes facet
+(:class:`~cairnflow.store.BatchOutcomes`) is written through
+:class:`~cairnflow.store.KernelOutcomes`, one ``finish`` per outcome and then
+the claim.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .._errors import Unavailable
 from ..store import (
@@ -47,12 +49,6 @@ from ._attempt import RunningAttempt, monotonic
 from ._state import EngineState
 
 __all__ = ["MAX_GATHER", "GroupCommit", "due_time"]
-
-FinishMany = Callable[[Sequence[tuple[str, Outcome]], int], list[FinishResult]]
-FinishAndClaim = Callable[
-    [Sequence[tuple[str, Outcome]], int, ClaimRequest | None],
-    tuple[list[FinishResult], list[ClaimedAttempt]],
-]
 
 MAX_GATHER = 0.005
 """The longest the committer waits for siblings, in seconds, however slow the writes are."""
@@ -95,9 +91,7 @@ class GroupCommit:
         self._state = state
         self._max_batch = max_batch
         self._max_gather = max_gather
-        store = state.store
-        self._finish_and_claim: FinishAndClaim | None = getattr(store, "finish_and_claim", None)
-        self._finish_many: FinishMany | None = getattr(store, "finish_many", None)
+        self._outcomes = state.facets.outcomes
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         """Notified when the first outcome is queued, when a gathering batch is complete,
@@ -217,25 +211,18 @@ class GroupCommit:
         request: ClaimRequest | None = None
         started = monotonic()
         try:
-            if self._finish_and_claim is not None:
-                tokens = [p.claimed.token for p in batch]
-                request = state.plan_claim(tokens, eager=any(p.eager for p in batch))
-                claim_started = monotonic()
-                written, claimed = self._finish_and_claim(items, state.now(), request)
-                # The batch's slots are free now; freed and refilled in one step, so no
-                # other claim can take them in between.
-                if request is not None:
-                    state.accept(claimed, request, claim_started, tokens)
-                else:
-                    state.free_slots(tokens)
-                results = list(written)
-                refilled = request is not None
-            elif self._finish_many is not None:
-                results = list(self._finish_many(items, state.now()))
-                refilled = False
+            tokens = [p.claimed.token for p in batch]
+            request = state.plan_claim(tokens, eager=any(p.eager for p in batch))
+            claim_started = monotonic()
+            written, claimed = self._outcomes.finish_and_claim(items, state.now(), request)
+            # The batch's slots are free now; freed and refilled in one step, so no
+            # other claim can take them in between.
+            if request is not None:
+                state.accept(claimed, request, claim_started, tokens)
             else:
-                results = [self._finish_alone(p) for p in batch]
-                refilled = False
+                state.free_slots(tokens)
+            results = list(written)
+            refilled = request is not None
         except BaseException as error:  # noqa: BLE001 - each outcome is tried on its own
             # Something in the batch failed it: write each alone, so one bad outcome
             # cannot keep the others from being written.

@@ -14,7 +14,7 @@ from ..clock import Clock
 from ..codec import Codec
 from ..notify import Notifier
 from ..retry import JitterSource
-from ..store import ClaimedAttempt, ClaimRequest, Store
+from ..store import ClaimedAttempt, ClaimRequest, Store, StoreFacets
 from ..workflow import Workflow
 from ._attempt import RunningAttempt
 
@@ -54,7 +54,7 @@ class EngineState:
     def __init__(
         self,
         *,
-        store: Store,
+        facets: StoreFacets,
         settings: Settings,
         codec: Codec,
         clock: Clock,
@@ -63,7 +63,8 @@ class EngineState:
         notifier: Notifier | None,
         logger: logging.Logger,
     ) -> None:
-        self.store = store
+        self.facets = facets
+        self.store: Store = facets.store
         self.settings = settings
         self.codec = codec
         self.clock = clock
@@ -71,8 +72,8 @@ class EngineState:
         self.jitter = jitter
         self.notifier = notifier
         self.log = logger
-        self.caps = store.capabilities
-        self.channel = store.channel
+        self.caps = self.store.capabilities
+        self.channel = self.store.channel
         self.registry: dict[str, Workflow] = {}
         self.workflow_names = self._names()
         self.lock = threading.Lock()

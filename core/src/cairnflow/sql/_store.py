@@ -600,6 +600,10 @@ class SQLStore:
         except _UniqueViolation:
             raise self._duplicate(runs) from None
 
+    def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
+        """Insert the runs in the application's open transaction ``tx`` (never committed here)."""
+        return self.create_runs(runs, tx=tx)
+
     def _duplicate(self, runs: Sequence[NewRun]) -> CairnError:
         by_workflow: dict[str, list[str]] = {}
         for new in runs:

@@ -1,5 +1,19 @@
-"""The Store SPI (:class:`Store`), the records that cross it, and the memory store."""
+"""The Store SPI: the kernel (:class:`Store`), its facets, the records, the memory store."""
 
+from ._facets import (
+    ENGINE_ONLY,
+    FACETS,
+    KERNEL,
+    BatchOutcomes,
+    Facet,
+    KernelOutcomes,
+    ServerClock,
+    StoreContractError,
+    StoreFacets,
+    TransactionalEnqueue,
+    check_store,
+    facet_of,
+)
 from ._memory import MemoryStore
 from ._protocol import Store
 from ._records import (
@@ -32,13 +46,19 @@ from ._records import (
 
 __all__ = [
     "ACTIVE",
+    "ENGINE_ONLY",
+    "FACETS",
+    "KERNEL",
     "AdvanceResult",
     "AttemptState",
+    "BatchOutcomes",
     "ClaimRequest",
     "ClaimedAttempt",
     "ExpiredAttempt",
+    "Facet",
     "Failed",
     "FinishResult",
+    "KernelOutcomes",
     "MemoryStore",
     "NewRun",
     "NewStep",
@@ -48,14 +68,20 @@ __all__ = [
     "RunPage",
     "RunQuery",
     "RunSummary",
+    "ServerClock",
     "SignalResult",
     "SleepUntil",
     "Snoozed",
     "Store",
+    "StoreContractError",
+    "StoreFacets",
     "StoreInfo",
     "StoredRun",
     "StoredStep",
     "Succeeded",
+    "TransactionalEnqueue",
     "WaitFor",
+    "check_store",
     "derive_status",
+    "facet_of",
 ]

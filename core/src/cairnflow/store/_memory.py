@@ -175,10 +175,8 @@ class MemoryStore:
         """Nothing to release."""
 
     # -- writing runs -------------------------------------------------------------
-    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
+    def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
         """Create every run or none (see :meth:`Store.create_runs`)."""
-        if tx is not None:
-            raise TypeError("the memory store has no transactions to join (tx must be None)")
         run_ids = [ids.new_id(self._id_generator, "run") for _ in runs]
         step_ids = [[ids.new_id(self._id_generator, "step") for _ in run.steps] for run in runs]
         with self._lock:

@@ -31,25 +31,15 @@ Conventions every implementation follows:
   are due wait in the claim's index, so a backlog of future work costs a claim
   nothing. ``advance_due`` promotes them when they fall due.
 
-Optional operations:
-
-* ``finish_many(items: Sequence[tuple[str, Outcome]], now: int) -> list[FinishResult]``:
-  several :meth:`Store.finish` in one transaction, each fenced by its own
-  token, results in the order of ``items``. The engine uses it, when present,
-  to write the outcomes of attempts that end together in one transaction
-  (group commit).
-* ``finish_and_claim(items, now, claim: ClaimRequest | None) -> (results, claimed)``:
-  ``finish_many(items, now)`` followed by ``claim(claim)`` (when not None) in the same
-  transaction; the engine's committer uses it to refill the slots a batch frees with one
-  commit. The claim sees what the outcomes made ready.
-* ``database_now() -> int``, on stores declaring ``Cap.DATABASE_CLOCK``: the
-  server's time in Unix nanoseconds.
+Optional operations are facets (:mod:`cairnflow.store._facets`): typed
+protocols, one per group of capabilities, checked by
+:func:`~cairnflow.store.check_store` against what the store declares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from .._caps import Cap
 from ..notify import Notifier
@@ -117,13 +107,13 @@ class Store(Protocol):
         ...
 
     # -- writing runs -------------------------------------------------------------
-    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
+    def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
         """Create ``runs`` with their steps in one transaction; return their ids in order.
 
         All or none: if any key is held by an unfinished run of the same
         workflow (or twice in ``runs``), raise :class:`~cairnflow.DuplicateRun`
-        and write nothing. ``tx`` is the application's own open connection or
-        transaction (``Cap.TRANSACTIONAL_ENQUEUE``): write in it, never commit it.
+        and write nothing. (Inside the application's own transaction:
+        :class:`~cairnflow.store.TransactionalEnqueue`.)
         """
         ...
 

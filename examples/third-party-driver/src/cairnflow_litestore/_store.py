@@ -282,10 +282,8 @@ class LiteStore:
                 self._db = None
 
     # -- writing runs --------------------------------------------------------------------------
-    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
+    def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
         """Create every run with its steps in one transaction, or none."""
-        if tx is not None:
-            raise NotImplementedError("litestore does not declare TRANSACTIONAL_ENQUEUE")
         if any(run.closure is not None for run in runs):
             raise NotImplementedError("litestore does not declare CLOSURE")
         run_ids = [cf_ids.new_id(self._id_generator, "run") for _ in runs]

@@ -1,0 +1,267 @@
+"""Capability facets: the optional parts of the Store SPI, each a typed protocol.
+
+The kernel (:class:`~cairnflow.store.Store`) is what every store implements.
+Everything beyond it is a **facet**: a small protocol carrying the store
+operations of one group of capabilities. A store that declares a capability
+implements the facet that carries it; :func:`check_store` says which declared
+capability lacks which method, and :data:`FACETS` maps every capability that
+can be declared today to its facet. A capability no facet carries (and that
+the engine does not enforce on its own) cannot be declared: nothing would
+implement it.
+
+The engine reaches a facet through a typed reference taken once, when a client
+is built (:class:`StoreFacets`), never by looking a method up on a hot path.
+A facet that only makes the engine faster has a default built on the kernel
+(:class:`BatchOutcomes`: finish, then claim), so the engine has one code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .._caps import Cap
+from .._errors import CairnError
+from ._protocol import Store
+from ._records import ClaimedAttempt, ClaimRequest, FinishResult, NewRun, Outcome
+
+__all__ = [
+    "ENGINE_ONLY",
+    "FACETS",
+    "KERNEL",
+    "BatchOutcomes",
+    "Facet",
+    "KernelOutcomes",
+    "ServerClock",
+    "StoreContractError",
+    "StoreFacets",
+    "TransactionalEnqueue",
+    "check_store",
+    "facet_of",
+]
+
+
+@runtime_checkable
+class BatchOutcomes(Protocol):
+    """Several outcomes in one transaction, and the claim that refills their slots.
+
+    Requirement: each item is fenced by its own lease token exactly as
+    :meth:`Store.finish` fences one; results come back in the order of
+    ``items``. Carries no capability: it makes group commit one transaction
+    instead of one per outcome, and a store without it gets
+    :class:`KernelOutcomes`.
+    """
+
+    def finish_many(self, items: Sequence[tuple[str, Outcome]], now: int) -> list[FinishResult]:
+        """Several :meth:`Store.finish` in one transaction, each fenced by its own token."""
+        ...
+
+    def finish_and_claim(
+        self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
+    ) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+        """:meth:`finish_many`, then :meth:`Store.claim` (when ``claim`` is not None).
+
+        In one transaction, so the claim sees what the outcomes made ready and
+        one commit both ends and starts attempts.
+        """
+        ...
+
+
+@runtime_checkable
+class TransactionalEnqueue(Protocol):
+    """``Cap.TRANSACTIONAL_ENQUEUE``: runs written inside the application's transaction.
+
+    Requirement: ``create_runs_in(tx, runs)`` writes exactly what
+    :meth:`Store.create_runs` writes, all or none, on the application's own
+    open connection ``tx``, and never commits or rolls back the application's
+    transaction. A refused enqueue (:class:`~cairnflow.DuplicateRun`) leaves
+    that transaction usable.
+    """
+
+    def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
+        """Create ``runs`` in the application's transaction ``tx``; return their ids."""
+        ...
+
+
+@runtime_checkable
+class ServerClock(Protocol):
+    """``Cap.DATABASE_CLOCK``: the database server's clock.
+
+    Requirement: ``database_now()`` reads the server's time, in Unix
+    nanoseconds, in one round trip; every client of the database reads the
+    same clock.
+    """
+
+    def database_now(self) -> int:
+        """The server's time in Unix nanoseconds."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Facet:
+    """One facet: its protocol, the methods it requires, and the capabilities it carries."""
+
+    name: str
+    protocol: type[Any]
+    methods: tuple[str, ...]
+    capabilities: frozenset[Cap]
+
+    def missing(self, store: object) -> list[str]:
+        """The methods of this facet that ``store`` does not have."""
+        return [m for m in self.methods if not callable(getattr(store, m, None))]
+
+
+KERNEL = Facet(
+    "kernel",
+    Store,
+    (
+        "describe",
+        "default_notifier",
+        "migrate",
+        "check_schema",
+        "close",
+        "create_runs",
+        "claim",
+        "renew",
+        "heartbeat",
+        "record_progress",
+        "finish",
+        "hand_back",
+        "reclaim_expired",
+        "advance_due",
+        "send_signal",
+        "cancel_run",
+        "get_run",
+        "list_runs",
+    ),
+    frozenset(
+        {
+            Cap.DURABLE,
+            Cap.MULTI_PROCESS,
+            Cap.LEASE,
+            Cap.RETRY,
+            Cap.STEP_TIMEOUT,
+            Cap.SLEEP,
+            Cap.SIGNAL,
+            Cap.CANCEL,
+            Cap.IDEMPOTENCY,
+            Cap.DELAYED_START,
+            Cap.BATCH_ENQUEUE,
+            Cap.NOTIFY,
+            Cap.PROGRESS,
+            Cap.CLOSURE,
+            Cap.RESULT,
+            Cap.NODE_IDENTITY,
+            Cap.SNOOZE,
+            Cap.HEARTBEAT,
+            Cap.RUN_QUERY,
+            Cap.PAYLOAD_LIMIT,
+        }
+    ),
+)
+"""What every store implements, and the capabilities its operations carry."""
+
+FACETS: tuple[Facet, ...] = (
+    KERNEL,
+    Facet("batch outcomes", BatchOutcomes, ("finish_many", "finish_and_claim"), frozenset()),
+    Facet(
+        "transactional enqueue",
+        TransactionalEnqueue,
+        ("create_runs_in",),
+        frozenset({Cap.TRANSACTIONAL_ENQUEUE}),
+    ),
+    Facet("server clock", ServerClock, ("database_now",), frozenset({Cap.DATABASE_CLOCK})),
+)
+"""Every facet of this SPI version, the kernel first."""
+
+ENGINE_ONLY: frozenset[Cap] = frozenset()
+"""Capabilities the engine enforces over the kernel alone (no store method carries them)."""
+
+_BY_CAP = {cap: facet for facet in FACETS for cap in facet.capabilities}
+
+
+def facet_of(cap: Cap) -> Facet | None:
+    """The facet carrying ``cap``; None for an engine-only capability or one not built yet."""
+    return _BY_CAP.get(cap)
+
+
+class StoreContractError(CairnError, TypeError):
+    """A store declares a capability it does not implement (a driver's bug)."""
+
+
+def check_store(store: object) -> None:
+    """Raise :class:`StoreContractError` unless ``store`` implements what it declares.
+
+    Requirement: every kernel method exists, and every declared capability is
+    carried by a facet whose methods the store has (or is enforced by the
+    engine alone). The error names each capability and its missing methods.
+    """
+    who = type(store).__qualname__
+    declared = getattr(store, "capabilities", None)
+    if not isinstance(declared, frozenset):
+        raise StoreContractError(f"{who}.capabilities must be a frozenset of cairnflow.Cap")
+    problems: list[str] = []
+    missing = KERNEL.missing(store)
+    if missing:
+        problems.append(f"the kernel lacks {', '.join(missing)}")
+    for cap in sorted(declared, key=str):
+        if not isinstance(cap, Cap):
+            problems.append(f"{cap!r} is not a cairnflow.Cap")
+            continue
+        if cap in ENGINE_ONLY:
+            continue
+        facet = facet_of(cap)
+        if facet is None:
+            problems.append(f"{cap.value} has no store facet in this cairnflow (nothing runs it)")
+        elif facet is not KERNEL and (lacking := facet.missing(store)):
+            problems.append(f"{cap.value} needs the {facet.name} facet: no {', '.join(lacking)}")
+    if problems:
+        raise StoreContractError(
+            f"store {who} does not implement what it declares: " + "; ".join(problems)
+        )
+
+
+class KernelOutcomes:
+    """:class:`BatchOutcomes` for a store without it: each outcome alone, then the claim."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def finish_many(self, items: Sequence[tuple[str, Outcome]], now: int) -> list[FinishResult]:
+        """One :meth:`Store.finish` per item, in order."""
+        return [self._store.finish(token, outcome, now) for token, outcome in items]
+
+    def finish_and_claim(
+        self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
+    ) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+        """The outcomes, then the claim: two steps, each atomic on its own."""
+        results = self.finish_many(items, now)
+        return results, (self._store.claim(claim) if claim is not None else [])
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFacets:
+    """Typed references to a store's facets, taken once (:meth:`of`)."""
+
+    store: Store
+    outcomes: BatchOutcomes
+    """The store's own batch writes, or :class:`KernelOutcomes` over it."""
+    transactional: TransactionalEnqueue | None
+    clock: ServerClock | None
+
+    @classmethod
+    def of(cls, store: Store) -> StoreFacets:
+        """Check ``store`` (:func:`check_store`) and take its facets."""
+        check_store(store)
+        caps = store.capabilities
+        return cls(
+            store=store,
+            outcomes=store if isinstance(store, BatchOutcomes) else KernelOutcomes(store),
+            transactional=(
+                store
+                if Cap.TRANSACTIONAL_ENQUEUE in caps and isinstance(store, TransactionalEnqueue)
+                else None
+            ),
+            clock=store if Cap.DATABASE_CLOCK in caps and isinstance(store, ServerClock) else None,
+        )
