@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "DatabaseClock", "Fake", "Real", "from_ns", "to_ns"]
+__all__ = ["Clock", "DatabaseClock", "Fake", "Real", "Subscribable", "from_ns", "to_ns"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -30,6 +30,15 @@ class Clock(Protocol):
 
     def now_ns(self) -> int:
         """Return the current time in Unix nanoseconds."""
+        ...
+
+
+@runtime_checkable
+class Subscribable(Protocol):
+    """A clock that says when it jumps (a fake clock moved by a test): clients subscribe."""
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` after every move; return a function that unsubscribes."""
         ...
 
 

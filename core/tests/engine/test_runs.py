@@ -117,7 +117,7 @@ def test_unknown_workflow_and_bad_payloads_write_nothing(
         client.enqueue("bad name", 1)
     with pytest.raises(TypeError, match="cannot be encoded by the json codec"):
         client.enqueue("diamond", {1, 2})
-    with pytest.raises(ValueError, match="delay must be >= 0"):
+    with pytest.raises(ValueError, match="delay must be >= 0 seconds"):
         client.enqueue("diamond", 1, delay=-1)
     assert client.runs().runs == ()
 

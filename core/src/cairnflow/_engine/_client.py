@@ -4,99 +4,47 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
-import os
 import random
-import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
 from .._caps import Cap
+from .._checks import seconds
 from .._errors import (
     InvalidName,
     PayloadTooLarge,
-    RunFailed,
-    RunNotFound,
     UnknownWorkflow,
     Unsupported,
-    WaitTimeout,
 )
-from .._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind
+from .._models import Job, RunInfo, RunRef, Status, StepKind
 from .._names import check_key, check_labels, check_name
-from ..clock import Clock, DatabaseClock, Real
+from ..clock import Clock, DatabaseClock, Real, Subscribable
 from ..codec import Codec, JSONCodec
 from ..drivers import check_spi_version
 from ..notify import Notifier
 from ..retry import JitterSource
 from ..store import (
-    ACTIVE,
     NewRun,
     NewStep,
-    RunQuery,
     SignalResult,
     Store,
-    StoredRun,
     StoreFacets,
-    derive_status,
 )
 from ..workflow import Workflow
 from ._attempt import End, monotonic
+from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
+from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
-from ._state import CLOSURE_WORKFLOW, EngineState, Settings
+from ._settings import Settings
+from ._state import CLOSURE_WORKFLOW, EngineState
 
-__all__ = ["Client", "RunList", "RunOverview"]
+__all__ = ["Client"]
 
 _NS = 1_000_000_000
-_ACTIVE_STATUSES = frozenset({Status.PENDING, Status.QUEUED, Status.RUNNING, Status.WAITING})
-
-RunLike = RunRef | str
-
-
-@dataclass(frozen=True, slots=True)
-class RunOverview:
-    """One run in a listing (``Client.runs``): no payload, no step outputs."""
-
-    id: str
-    workflow: str
-    queue: str
-    status: Status
-    key: str | None
-    labels: Mapping[str, str]
-    created_at_ns: int
-    run_at_ns: int
-    finished_at_ns: int | None
-    error: ErrorInfo | None
-    step_counts: Mapping[str, int]
-
-    @property
-    def ref(self) -> RunRef:
-        """A :class:`RunRef` to this run."""
-        return RunRef(self.id, self.workflow)
-
-
-@dataclass(frozen=True, slots=True)
-class RunList:
-    """A page of runs, newest first; pass ``cursor`` back for the next page."""
-
-    runs: tuple[RunOverview, ...]
-    cursor: str | None
-
-
-def _default_node_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return float(value)
 
 
 class Client:
@@ -154,36 +102,15 @@ class Client:
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-        if isinstance(max_reclaims, bool) or not isinstance(max_reclaims, int) or max_reclaims < 0:
-            raise ValueError(f"max_reclaims must be an int >= 0, got {max_reclaims!r}")
-        if isinstance(fetch_batch, bool) or not isinstance(fetch_batch, int) or fetch_batch < 1:
-            raise ValueError(f"fetch_batch must be an int >= 1, got {fetch_batch!r}")
-        if prefetch is None:
-            prefetch = workers
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-            raise ValueError(f"prefetch must be an int >= 0 or None, got {prefetch!r}")
-        if payload_limit is not None:
-            if isinstance(payload_limit, bool) or not isinstance(payload_limit, int):
-                raise ValueError(f"payload_limit must be an int, got {payload_limit!r}")
-            if payload_limit < 1:
-                raise ValueError(f"payload_limit must be >= 1 byte, got {payload_limit!r}")
-            if Cap.PAYLOAD_LIMIT not in store.capabilities:
-                raise Unsupported(Cap.PAYLOAD_LIMIT, "Client(payload_limit=...)")
-        if lease_skew < 0 or not math.isfinite(lease_skew):
-            raise ValueError(f"lease_skew must be a finite number >= 0, got {lease_skew!r}")
-        node = node_id if node_id is not None else _default_node_id()
-        if not isinstance(node, str) or not 1 <= len(node) <= 255 or not node.isprintable():
-            raise InvalidName(f"invalid node_id {node!r}: 1 to 255 printable characters")
-        settings = Settings(
+        settings = Settings.build(
+            store.capabilities,
             workers=workers,
-            poll_interval=_positive("poll_interval", poll_interval),
-            lease=_positive("lease", lease),
+            poll_interval=poll_interval,
+            lease=lease,
             max_reclaims=max_reclaims,
-            node_id=node,
+            node_id=node_id,
             payload_limit=payload_limit,
-            lease_skew=float(lease_skew),
+            lease_skew=lease_skew,
             fetch_batch=fetch_batch,
             interrupt=interrupt,
             prefetch=prefetch,
@@ -215,10 +142,12 @@ class Client:
             notifier=chosen,
             logger=logger or logging.getLogger("cairnflow"),
         )
+        self._reads = RunReader(self._state)
         self._steps: dict[str, tuple[NewStep, ...]] = {}
         self._lifecycle = threading.Lock()
         self._started = False
         self._stopped = False
+        self._commit: GroupCommit | None = None
         self._runner: StepRunner | None = None
         self._pool: WorkerPool | None = None
         self._dispatcher: Dispatcher | None = None
@@ -302,22 +231,21 @@ class Client:
                 self._check_workflow(workflow)
             self._state.store.check_schema()
             state = self._state
-            self._runner = StepRunner(state)
+            self._commit = GroupCommit(state)
+            self._runner = StepRunner(state, self._commit)
             self._pool = WorkerPool(state, self._runner)
             self._keeper = LeaseKeeper(state, self._runner)
             self._dispatcher = Dispatcher(state, self._runner, self._pool)
-            state.submit = self._pool.submit  # type: ignore[method-assign]
             self._started = True
             state.running = True
-            self._runner.commit.start()
+            self._commit.start()
             self._pool.start()
             self._keeper.start()
             self._dispatcher.start()
             if state.notifier is not None:
                 self._cleanups.append(state.notifier.listen(state.channel, state.wake))
-            subscribe = getattr(state.clock, "subscribe", None)
-            if callable(subscribe):
-                self._cleanups.append(subscribe(state.wake))
+            if isinstance(state.clock, Subscribable):
+                self._cleanups.append(state.clock.subscribe(state.wake))
 
     def stop(self, grace: float = 0.0, timeout: float = 10.0) -> None:
         """Stop working: hand running steps back and wait for the workers.
@@ -359,8 +287,8 @@ class Client:
         stuck = self._pool.stop(timeout)
         if stuck:
             state.log.warning("workers still inside step code after stop: %s", ", ".join(stuck))
-        assert self._runner is not None
-        if not self._runner.commit.close(timeout):
+        assert self._commit is not None
+        if not self._commit.close(timeout):
             state.log.warning(
                 "outcomes still being written after stop (the store is slow or down); "
                 "their attempts are retaken after their leases"
@@ -533,7 +461,7 @@ class Client:
         state.require(Cap.SIGNAL, "signal()")
         check_name("signal", name)
         data = self._encode(payload, f"the payload of signal {name!r}")
-        result = state.store.send_signal(_run_id(run), name, data, state.now())
+        result = state.store.send_signal(run_id_of(run), name, data, state.now())
         if result is SignalResult.DELIVERED:
             state.work_made_ready(others=True)
             state.run_finished()
@@ -547,7 +475,7 @@ class Client:
         """
         state = self._state
         state.require(Cap.CANCEL, "cancel()")
-        run_id = _run_id(run)
+        run_id = run_id_of(run)
         cancelled = state.store.cancel_run(run_id, state.now())
         if cancelled:
             for attempt in state.held_attempts():
@@ -559,10 +487,7 @@ class Client:
     # -- reading ----------------------------------------------------------------------
     def info(self, run: RunLike) -> RunInfo:
         """A snapshot of the run: status, steps, result and error."""
-        stored = self._state.store.get_run(_run_id(run))
-        if stored is None:
-            raise RunNotFound(_run_id(run))
-        return self._run_info(stored)
+        return self._reads.info(run)
 
     def wait(self, run: RunLike, timeout: float | None = None) -> RunInfo:
         """Block until the run finishes and return its info.
@@ -570,22 +495,7 @@ class Client:
         Raises :class:`~cairnflow.WaitTimeout` after ``timeout`` seconds (the run
         goes on).
         """
-        state = self._state
-        ends = None if timeout is None else monotonic() + timeout
-        pause = 0.005
-        while True:
-            info = self.info(run)
-            if info.finished:
-                return info
-            left = None if ends is None else ends - monotonic()
-            if left is not None and left <= 0:
-                raise WaitTimeout(
-                    f"run {info.id} of workflow {info.workflow!r} is still {info.status} "
-                    f"after {timeout:g}s"
-                )
-            with state.finished:
-                state.finished.wait(pause if left is None else min(pause, left))
-            pause = min(pause * 2, 0.25, state.settings.poll_interval)
+        return self._reads.wait(run, timeout)
 
     def result(self, run: RunLike, timeout: float | None = None) -> Any:
         """Wait for the run and return its result; raise :class:`~cairnflow.RunFailed` otherwise.
@@ -593,11 +503,7 @@ class Client:
         The result is the output of the run's last step, or a dict of outputs
         by step name when it has several last steps.
         """
-        self._state.require(Cap.RESULT, "result()")
-        info = self.wait(run, timeout)
-        if info.status is not Status.SUCCEEDED:
-            raise RunFailed(info)
-        return info.result
+        return self._reads.result(run, timeout)
 
     def runs(
         self,
@@ -613,122 +519,13 @@ class Client:
         ``status`` filters by one or several statuses; ``labels`` keeps runs
         having every given label. Pass the returned ``cursor`` for the next page.
         """
-        state = self._state
-        state.require(Cap.RUN_QUERY, "runs()")
-        if workflow is not None:
-            check_name("workflow", workflow)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise ValueError(f"limit must be an int from 1 to 1000, got {limit!r}")
-        wanted: frozenset[Status] | None = None
-        if status is not None:
-            items = [status] if isinstance(status, str | Status) else list(status)
-            wanted = frozenset(Status(s) for s in items)
-        states: frozenset[str] | None = None
-        if wanted is not None:
-            states = frozenset(s.value for s in wanted if s.finished)
-            if wanted & _ACTIVE_STATUSES:
-                states |= {ACTIVE}
-        page = state.store.list_runs(
-            RunQuery(
-                workflow=workflow,
-                states=states,
-                labels=check_labels(labels),
-                limit=limit,
-                cursor=cursor,
-            )
+        return self._reads.runs(
+            workflow=workflow, status=status, labels=labels, limit=limit, cursor=cursor
         )
-        now = state.now()
-        overviews = []
-        for summary in page.runs:
-            derived = derive_status(summary.state, summary.run_at, now, summary.step_counts)
-            if wanted is not None and derived not in wanted:
-                continue  # a finer active status than the store filters on
-            overviews.append(
-                RunOverview(
-                    id=summary.id,
-                    workflow=summary.workflow,
-                    queue=summary.queue,
-                    status=derived,
-                    key=summary.key,
-                    labels=summary.labels,
-                    created_at_ns=summary.created_at,
-                    run_at_ns=summary.run_at,
-                    finished_at_ns=summary.finished_at,
-                    error=summary.error,
-                    step_counts={str(k): v for k, v in summary.step_counts.items()},
-                )
-            )
-        return RunList(tuple(overviews), page.cursor)
-
-    def _run_info(self, stored: StoredRun) -> RunInfo:
-        state = self._state
-        counts: dict[Any, int] = {}
-        for step in stored.steps:
-            counts[step.status] = counts.get(step.status, 0) + 1
-        status = derive_status(stored.state, stored.run_at, state.now(), counts)
-        with_results = Cap.RESULT in state.caps
-        steps = {
-            s.name: StepInfo(
-                name=s.name,
-                kind=s.kind,
-                status=s.status,
-                attempts=s.attempt,
-                failures=s.failures,
-                reclaims=s.reclaims,
-                output=self._decode(s.output) if with_results else None,
-                error=s.error,
-                node=s.node,
-                progress=self._decode(s.progress),
-                due_at_ns=s.due_at,
-                started_at_ns=s.started_at,
-                finished_at_ns=s.finished_at,
-                heartbeat_at_ns=s.heartbeat_at,
-            )
-            for s in stored.steps
-        }
-        result = None
-        if status is Status.SUCCEEDED and with_results:
-            parents = {p for s in stored.steps for p in s.parents}
-            sinks = [s for s in stored.steps if s.name not in parents]
-            if len(sinks) == 1:
-                result = steps[sinks[0].name].output
-            else:
-                result = {s.name: steps[s.name].output for s in sinks}
-        return RunInfo(
-            id=stored.id,
-            workflow=stored.workflow,
-            queue=stored.queue,
-            status=status,
-            payload=self._decode(stored.payload),
-            key=stored.key,
-            labels=stored.labels,
-            created_at_ns=stored.created_at,
-            run_at_ns=stored.run_at,
-            finished_at_ns=stored.finished_at,
-            steps=steps,
-            result=result,
-            error=stored.error,
-        )
-
-    def _decode(self, data: bytes | None) -> Any:
-        if data is None:
-            return None
-        try:
-            return self._state.codec.decode(data)
-        except Exception:  # noqa: BLE001 - show what is stored rather than fail a read
-            return data
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped" if self._stopped else "idle"
         return f"<Client {self.node_id} on {self._state.store.describe().url} {state}>"
-
-
-def _run_id(run: RunLike) -> str:
-    if isinstance(run, RunRef):
-        return run.id
-    if isinstance(run, str) and run:
-        return run
-    raise TypeError(f"expected a RunRef or a run id, got {run!r}")
 
 
 def _seconds(delay: float | timedelta | None) -> float | None:
@@ -736,8 +533,4 @@ def _seconds(delay: float | timedelta | None) -> float | None:
         return None
     if isinstance(delay, timedelta):
         delay = delay.total_seconds()
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay):
-        raise ValueError(f"delay must be seconds or a timedelta, got {delay!r}")
-    if delay < 0:
-        raise ValueError(f"delay must be >= 0, got {delay!r}")
-    return float(delay)
+    return seconds("delay", delay, zero=True)

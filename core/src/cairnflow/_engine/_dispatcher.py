@@ -13,10 +13,9 @@ waits and taking back expired leases.
 
 from __future__ import annotations
 
-import queue
 import threading
 
-from ._attempt import End, RunningAttempt, monotonic
+from ._attempt import End, monotonic
 from ._runner import StepRunner
 from ._state import EngineState
 
@@ -27,12 +26,11 @@ _HANDED_OVER = frozenset({End.COMPLETED, End.TIMED_OUT})
 
 
 class WorkerPool:
-    """``workers`` threads running claimed attempts from one queue."""
+    """``workers`` threads running the claimed attempts of :attr:`EngineState.handoff`."""
 
     def __init__(self, state: EngineState, runner: StepRunner) -> None:
         self._state = state
         self._runner = runner
-        self._queue: queue.SimpleQueue[RunningAttempt | None] = queue.SimpleQueue()
         node = state.settings.node_id
         self._threads = [
             threading.Thread(target=self._loop, name=f"cairnflow-worker-{node}-{i}", daemon=True)
@@ -44,14 +42,10 @@ class WorkerPool:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, attempt: RunningAttempt) -> None:
-        """Queue ``attempt`` for the next free worker."""
-        self._queue.put(attempt)
-
     def stop(self, timeout: float) -> list[str]:
         """Ask every worker to exit; wait up to ``timeout`` in all; name those still busy."""
         for _ in self._threads:
-            self._queue.put(None)
+            self._state.handoff.put(None)
         deadline = monotonic() + timeout
         stuck = []
         for thread in self._threads:
@@ -63,7 +57,7 @@ class WorkerPool:
     def _loop(self) -> None:
         try:
             while True:
-                attempt = self._queue.get()
+                attempt = self._state.handoff.get()
                 if attempt is None:
                     return
                 try:

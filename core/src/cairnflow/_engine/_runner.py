@@ -67,11 +67,10 @@ class _Control:
 class StepRunner:
     """Executes attempts for one client and writes their outcomes."""
 
-    def __init__(self, state: EngineState) -> None:
+    def __init__(self, state: EngineState, commit: GroupCommit) -> None:
         self._state = state
         self._loops = threading.local()
-        self.commit = GroupCommit(state)
-        """The committer that writes every outcome this runner decides."""
+        self._commit = commit
 
     # -- the whole attempt -------------------------------------------------------------------
     def run(self, attempt: RunningAttempt) -> None:
@@ -104,7 +103,7 @@ class StepRunner:
         ``holder``: the attempt this client holds, released once the outcome is
         written; None for one it does not hold (an abandoned attempt).
         """
-        self.commit.put(
+        self._commit.put(
             claimed, outcome, eager=self._may_release(claimed, outcome), holder=holder
         )
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import heapq
 import logging
+import queue
 import threading
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 
 from .._caps import Cap
 from .._errors import Unsupported
@@ -17,35 +17,14 @@ from ..retry import JitterSource
 from ..store import ClaimedAttempt, ClaimRequest, Store, StoreFacets
 from ..workflow import Workflow
 from ._attempt import RunningAttempt
+from ._settings import Settings
 
-__all__ = ["CLOSURE_WORKFLOW", "EngineState", "Settings"]
+__all__ = ["CLOSURE_WORKFLOW", "EngineState"]
 
 CLOSURE_WORKFLOW = "cairnflow.closure"
 """The workflow name of runs made by ``Client.submit`` (reserved)."""
 
 _NS = 1_000_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """A client's tuning, checked once by the client."""
-
-    workers: int
-    poll_interval: float
-    lease: float
-    max_reclaims: int
-    node_id: str
-    payload_limit: int | None
-    lease_skew: float
-    fetch_batch: int
-    interrupt: bool
-    prefetch: int = 0
-    """Attempts a client may claim ahead of a free worker while its steps are short."""
-
-    @property
-    def lease_ns(self) -> int:
-        """The lease length in nanoseconds."""
-        return int(self.lease * _NS)
 
 
 class EngineState:
@@ -78,6 +57,8 @@ class EngineState:
         self.workflow_names = self._names()
         self.lock = threading.Lock()
         self.held: dict[str, RunningAttempt] = {}
+        self.handoff: queue.SimpleQueue[RunningAttempt | None] = queue.SimpleQueue()
+        """Claimed attempts on their way to a worker (the pool takes them; None stops one)."""
         self.in_flight = 0
         self.want_claim = True
         self.wake_event = threading.Event()
@@ -276,16 +257,11 @@ class EngineState:
         interrupt = self.settings.interrupt
         attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
         self.track(attempts, freed)
-        submit = self.submit
         for attempt in attempts:
-            submit(attempt)
+            self.handoff.put(attempt)
         if len(claimed) >= request.limit:
             self.request_claim()  # full: there may be more
             self.wake_event.set()
-
-    def submit(self, attempt: RunningAttempt) -> None:
-        """Hand an attempt to a worker (set by the client once the pool exists)."""
-        raise RuntimeError("the client has not started")
 
     # -- wake-ups ---------------------------------------------------------------------------
     def request_claim(self) -> None:

@@ -1,0 +1,85 @@
+"""A client's settings, checked once, in one place.
+
+Every tuning knob of :class:`~cairnflow.Client` is validated by
+:meth:`Settings.build` and nowhere else, so each rule (and its error message)
+exists once, and the engine's threads read plain, already-checked values.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from .._caps import Cap
+from .._checks import seconds, whole
+from .._errors import InvalidName, Unsupported
+
+__all__ = ["Settings"]
+
+_NS = 1_000_000_000
+
+
+def _default_node_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """A client's tuning (see :class:`~cairnflow.Client` for what each one means)."""
+
+    workers: int
+    poll_interval: float
+    lease: float
+    max_reclaims: int
+    node_id: str
+    payload_limit: int | None
+    lease_skew: float
+    fetch_batch: int
+    interrupt: bool
+    prefetch: int = 0
+    """Attempts a client may claim ahead of a free worker while its steps are short."""
+
+    @property
+    def lease_ns(self) -> int:
+        """The lease length in nanoseconds."""
+        return int(self.lease * _NS)
+
+    @classmethod
+    def build(
+        cls,
+        capabilities: frozenset[Cap],
+        *,
+        workers: object,
+        poll_interval: object,
+        lease: object,
+        max_reclaims: object,
+        node_id: object,
+        payload_limit: object,
+        lease_skew: object,
+        fetch_batch: object,
+        interrupt: object,
+        prefetch: object,
+    ) -> Settings:
+        """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
+        :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
+        workers = whole("workers", workers, minimum=1)
+        if payload_limit is not None:
+            payload_limit = whole("payload_limit (bytes)", payload_limit, minimum=1)
+            if Cap.PAYLOAD_LIMIT not in capabilities:
+                raise Unsupported(Cap.PAYLOAD_LIMIT, "Client(payload_limit=...)")
+        node = node_id if node_id is not None else _default_node_id()
+        if not isinstance(node, str) or not 1 <= len(node) <= 255 or not node.isprintable():
+            raise InvalidName(f"invalid node_id {node!r}: 1 to 255 printable characters")
+        return cls(
+            workers=workers,
+            poll_interval=seconds("poll_interval", poll_interval),
+            lease=seconds("lease", lease),
+            max_reclaims=whole("max_reclaims", max_reclaims, minimum=0),
+            node_id=node,
+            payload_limit=payload_limit,
+            lease_skew=seconds("lease_skew", lease_skew, zero=True),
+            fetch_batch=whole("fetch_batch", fetch_batch, minimum=1),
+            interrupt=bool(interrupt),
+            prefetch=workers if prefetch is None else whole("prefetch", prefetch, minimum=0),
+        )
