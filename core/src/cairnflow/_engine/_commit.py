@@ -209,6 +209,7 @@ class GroupCommit:
         items = [(p.claimed.token, p.outcome) for p in batch]
         results: list[FinishResult | BaseException]
         request: ClaimRequest | None = None
+        refilled = False
         started = monotonic()
         try:
             tokens = [p.claimed.token for p in batch]
@@ -218,19 +219,22 @@ class GroupCommit:
             # The batch's slots are free now; freed and refilled in one step, so no
             # other claim can take them in between.
             if request is not None:
-                state.accept(claimed, request, claim_started, tokens)
+                accepted, request = request, None  # accepted: nothing left to release
+                state.accept(claimed, accepted, claim_started, tokens)
+                refilled = True
             else:
                 state.free_slots(tokens)
             results = list(written)
-            refilled = request is not None
         except BaseException as error:  # noqa: BLE001 - each outcome is tried on its own
             # Something in the batch failed it: write each alone, so one bad outcome
             # cannot keep the others from being written.
             results = [error] if len(batch) == 1 else [self._finish_alone(p) for p in batch]
             refilled = False
             if request is not None:
-                state.wake()  # the claim planned for these slots was not made: the dispatcher
-                # makes it once they are released below
+                # The claim planned for these slots was not made: give its reservation
+                # back; the dispatcher claims once the slots are released below.
+                state.release(request)
+                state.wake()
         finally:
             state.write_time += (monotonic() - started - state.write_time) / 8
         self._react(batch, results, refilled=refilled)

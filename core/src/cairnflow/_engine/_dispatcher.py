@@ -135,6 +135,7 @@ class Dispatcher:
             try:
                 claimed = state.store.claim(request)
             except Exception:
+                state.release(request)
                 state.request_claim()
                 state.log.warning("claim failed; retrying at the next poll", exc_info=True)
                 return

@@ -60,6 +60,10 @@ class EngineState:
         self.handoff: queue.SimpleQueue[RunningAttempt | None] = queue.SimpleQueue()
         """Claimed attempts on their way to a worker (the pool takes them; None stops one)."""
         self.in_flight = 0
+        self.reserved = 0
+        """Slots promised to claims planned but not yet accepted or released: a claim
+        reserves its limit when it is planned, so two claims planned at once (the
+        dispatcher's and the committer's) never count the same free slot."""
         self.want_claim = True
         self.wake_event = threading.Event()
         self.replan = threading.Event()
@@ -126,7 +130,7 @@ class EngineState:
     def idle(self) -> int:
         """Worker slots free for a claim."""
         with self.lock:
-            return self.settings.workers - self.in_flight
+            return self.settings.workers - self.in_flight - self.reserved
 
     def busy(self) -> int:
         """Attempts holding a worker slot: running, queued for a worker, or being written."""
@@ -139,9 +143,12 @@ class EngineState:
         """
         with self.lock:
             self._free(freed)
-            for attempt in attempts:
-                self.held[attempt.token] = attempt
-                self.in_flight += 1
+            self._hold(attempts)
+
+    def _hold(self, attempts: Iterable[RunningAttempt]) -> None:
+        for attempt in attempts:
+            self.held[attempt.token] = attempt
+            self.in_flight += 1
 
     def free_slots(self, tokens: Iterable[str]) -> None:
         """Free the slots of attempts whose outcomes were just written (their leases stay held).
@@ -230,10 +237,13 @@ class EngineState:
                 attempt = held.get(token)
                 if attempt is not None and not attempt.slot_freed:
                     freed += 1
-            limit = self.settings.workers + self.claim_ahead() - self.in_flight + freed
+            limit = (
+                self.settings.workers + self.claim_ahead() - self.in_flight - self.reserved + freed
+            )
             if limit <= 0:
                 return None  # want_claim stays set: the next freed slot claims
             self.want_claim = False
+            self.reserved += limit
         return ClaimRequest(
             workflows=self.workflow_names,
             limit=limit,
@@ -241,6 +251,11 @@ class EngineState:
             lease_until=self.lease_until(),
             node_id=self.settings.node_id,
         )
+
+    def release(self, request: ClaimRequest) -> None:
+        """Give back the slots ``request`` reserved: its claim was not made (or failed)."""
+        with self.lock:
+            self.reserved -= request.limit
 
     def accept(
         self,
@@ -256,7 +271,10 @@ class EngineState:
         """
         interrupt = self.settings.interrupt
         attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
-        self.track(attempts, freed)
+        with self.lock:  # one step: the reservation becomes the attempts it claimed
+            self.reserved -= request.limit
+            self._free(freed)
+            self._hold(attempts)
         for attempt in attempts:
             self.handoff.put(attempt)
         if len(claimed) >= request.limit:
