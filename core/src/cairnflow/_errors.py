@@ -1,7 +1,15 @@
-"""The exceptions cairnflow raises, all subclasses of :class:`CairnError`."""
+"""The exceptions cairnflow raises (all subclasses of :class:`CairnError`), and
+:class:`ErrorInfo`, the record of a failure that a store keeps.
+
+This module imports nothing of cairnflow at run time (the other modules import
+it), so it can never be part of an import cycle.
+"""
 
 from __future__ import annotations
 
+import json
+import traceback
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,6 +22,7 @@ __all__ = [
     "Cancelled",
     "DriverError",
     "DuplicateRun",
+    "ErrorInfo",
     "InvalidName",
     "LeaseLost",
     "PayloadTooLarge",
@@ -179,3 +188,58 @@ class DriverError(CairnError):
 
 class WaitTimeout(CairnError, TimeoutError):
     """``Client.wait`` gave up before the run finished (the run goes on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """A recorded failure: exception type, message, traceback and context."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+    step: str | None = None
+    attempt: int | None = None
+
+    @classmethod
+    def from_exception(
+        cls, error: BaseException, *, step: str | None = None, attempt: int | None = None
+    ) -> ErrorInfo:
+        """Record ``error`` (a :class:`~cairnflow.Permanent` records what it wraps)."""
+        shown = error.error if isinstance(error, Permanent) and error.error else error
+        tb = "".join(traceback.format_exception(shown)) if shown.__traceback__ else None
+        return cls(
+            type=type(shown).__qualname__,
+            message=str(shown),
+            traceback=tb,
+            step=step,
+            attempt=attempt,
+        )
+
+    def to_json(self) -> str:
+        """Serialise for a store."""
+        return json.dumps(
+            {
+                "type": self.type,
+                "message": self.message,
+                "traceback": self.traceback,
+                "step": self.step,
+                "attempt": self.attempt,
+            },
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ErrorInfo:
+        """Read back what :meth:`to_json` wrote."""
+        data = json.loads(text)
+        return cls(
+            type=str(data.get("type", "Error")),
+            message=str(data.get("message", "")),
+            traceback=data.get("traceback"),
+            step=data.get("step"),
+            attempt=data.get("attempt"),
+        )
+
+    def __str__(self) -> str:
+        where = f" in step {self.step!r}" if self.step else ""
+        return f"{self.type}{where}: {self.message}"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from ._errors import ErrorInfo
 from .clock import from_ns
 
 __all__ = [
@@ -93,63 +92,6 @@ class RunRef:
 
     def __str__(self) -> str:
         return self.id
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """A recorded failure: exception type, message, traceback and context."""
-
-    type: str
-    message: str
-    traceback: str | None = None
-    step: str | None = None
-    attempt: int | None = None
-
-    @classmethod
-    def from_exception(
-        cls, error: BaseException, *, step: str | None = None, attempt: int | None = None
-    ) -> ErrorInfo:
-        """Record ``error`` (a :class:`~cairnflow.Permanent` records what it wraps)."""
-        from ._errors import Permanent
-
-        shown = error.error if isinstance(error, Permanent) and error.error else error
-        tb = "".join(traceback.format_exception(shown)) if shown.__traceback__ else None
-        return cls(
-            type=type(shown).__qualname__,
-            message=str(shown),
-            traceback=tb,
-            step=step,
-            attempt=attempt,
-        )
-
-    def to_json(self) -> str:
-        """Serialise for a store."""
-        return json.dumps(
-            {
-                "type": self.type,
-                "message": self.message,
-                "traceback": self.traceback,
-                "step": self.step,
-                "attempt": self.attempt,
-            },
-            ensure_ascii=False,
-        )
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> ErrorInfo:
-        """Read back what :meth:`to_json` wrote."""
-        data = json.loads(text)
-        return cls(
-            type=str(data.get("type", "Error")),
-            message=str(data.get("message", "")),
-            traceback=data.get("traceback"),
-            step=data.get("step"),
-            attempt=data.get("attempt"),
-        )
-
-    def __str__(self) -> str:
-        where = f" in step {self.step!r}" if self.step else ""
-        return f"{self.type}{where}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
