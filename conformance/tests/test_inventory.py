@@ -13,6 +13,7 @@ import pytest
 
 import cairnflow as cf
 from cairnflow import Cap
+from cairnflow.store import ENGINE_ONLY, FACETS, StoreContractError, check_store, facet_of
 from cairnflow_conformance import (
     NAMESPACE_PATTERN,
     ConformanceSuite,
@@ -290,3 +291,26 @@ def test_the_report_cli_accepts_declared_equal_to_proven(
 )
 def test_the_report_cli_refuses_anything_less(tmp_path: Path, changes: dict[str, Any]) -> None:
     assert report_main([str(_report(tmp_path, **changes))]) == 1
+
+
+def test_every_capability_is_carried_by_a_facet_and_proven_or_cannot_be_declared() -> None:
+    # A capability can be declared only when a facet of the Store SPI (or the engine
+    # alone) carries it and the kit has proofs of it; check_store refuses the rest.
+    proofs = proving_tests()
+    for cap in Cap:
+        facet = facet_of(cap)
+        carried = facet is not None or cap in ENGINE_ONLY
+        where = facet.name if facet is not None else "the engine" if carried else "nothing"
+        if carried:
+            assert proofs.get(cap), f"{cap.value} is carried by {where} but no kit test proves it"
+        else:
+            assert cap not in proofs, f"{cap.value} has proofs but no facet carries it"
+            declared = type("Declares", (cf.MemoryStore,), {"capabilities": frozenset({cap})})
+            with pytest.raises(StoreContractError, match=f"{cap.value} has no store facet"):
+                check_store(declared())
+
+
+def test_every_facet_method_belongs_to_its_protocol() -> None:
+    for facet in FACETS:
+        for method in facet.methods:
+            assert callable(getattr(facet.protocol, method, None)), (facet.name, method)

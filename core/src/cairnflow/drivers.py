@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 from ._caps import Cap
 from ._errors import DriverError
 from ._version import SPI_VERSION, __version__
+from .store import MemoryStore, StoreContractError, check_store
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -167,7 +168,6 @@ _loaded: dict[str, Driver] | None = None
 
 
 def _builtin_plugin() -> object:
-    from .store import MemoryStore
 
     class Builtins:
         @hookimpl
@@ -221,4 +221,10 @@ def open_store(url: str, **options: Any) -> Any:
             f"no driver is installed for {scheme}:// (installed: {known}); "
             f"for example: pip install cairnflow-{scheme.split('+')[0]}"
         )
-    return driver.open(url, **options)
+    store = driver.open(url, **options)
+    try:
+        check_store(store)
+    except StoreContractError:
+        store.close()
+        raise
+    return store

@@ -355,7 +355,7 @@ class SlowWrites:
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._inner, name)
-        if name not in {"finish", "finish_many"}:
+        if name not in {"finish", "finish_many", "finish_and_claim"}:
             return target
 
         def slow(*args: Any, **kwargs: Any) -> Any:

@@ -14,7 +14,17 @@ import pytest
 
 import cairnflow as cf
 from cairnflow.drivers import check_spi_version
-from cairnflow.store import AttemptState, ClaimRequest, Failed, Store, StoreInfo, Succeeded
+from cairnflow.store import (
+    AttemptState,
+    BatchOutcomes,
+    ClaimRequest,
+    Failed,
+    Store,
+    StoreFacets,
+    StoreInfo,
+    Succeeded,
+    check_store,
+)
 
 from .._kit import Kit
 from .._markers import proves
@@ -72,6 +82,12 @@ class BaselineTests:
         )
         assert isinstance(store.channel, str)
         assert store.channel
+
+    @proves()
+    def test_the_store_implements_every_facet_it_declares(self, cairnflow_kit: Kit) -> None:
+        # Each declared capability is carried by a facet (cairnflow.store.FACETS) whose
+        # methods the store has; check_store names each one that is missing.
+        check_store(cairnflow_kit.store)
 
     @proves()
     def test_a_plain_run_succeeds(self, cairnflow_kit: Kit) -> None:
@@ -195,10 +211,10 @@ class BaselineTests:
 
     @proves()
     def test_finish_many_fences_each_outcome_by_its_own_token(self, cairnflow_kit: Kit) -> None:
-        # finish_many is optional (group commit); a store that offers it must
-        # fence every item alone and answer in order, in one transaction.
+        # Through the batch-outcomes facet where the store has it (one transaction),
+        # else the kernel default: either way each item is fenced alone, in order.
         store = cairnflow_kit.store
-        finish_many = _finish_many_or_skip(store)
+        finish_many = _outcomes(store).finish_many
         refs, first = _enqueue_and_claim(cairnflow_kit, "kit-group", 3)
         assert store.hand_back([first[refs[1].id]], time.time_ns()) == 1
         second = _claim_tokens(store, "kit-group")
@@ -233,7 +249,7 @@ class BaselineTests:
         # The batch a busy client writes most: only successes, all still held. Stores
         # may write them in one statement; every output must come back as it went in,
         # whatever its bytes and its size, and each run must end.
-        finish_many = _finish_many_or_skip(cairnflow_kit.store)
+        finish_many = _outcomes(cairnflow_kit.store).finish_many
         refs, token_of = _enqueue_and_claim(cairnflow_kit, "kit-batch", 6)
         outputs = [b"", b"\x00\xff\xfe'\"\\;--", b"x" * 70_000, b"null", b"[1, 2]", b'"six"']
         results = finish_many(
@@ -253,9 +269,7 @@ class BaselineTests:
         # the child a success made ready, with its parent's output as input; an outcome
         # whose lease is gone is fenced and changes nothing, and the claim still happens.
         store = cairnflow_kit.store
-        finish_and_claim = getattr(store, "finish_and_claim", None)
-        if finish_and_claim is None:
-            pytest.skip("the store has no finish_and_claim (optional: claims come alone)")
+        finish_and_claim = _outcomes(store).finish_and_claim
         wf = cf.Workflow(
             "kit-refill",
             steps=[cf.Step("a", lambda c, d: d), cf.Step("b", lambda c, d: d, after=["a"])],
@@ -325,12 +339,10 @@ class BaselineTests:
         assert cairnflow_kit.run_count() == 0
 
 
-def _finish_many_or_skip(store: Store) -> Any:
-    """The store's optional ``finish_many``; skips the test without one."""
-    finish_many = getattr(store, "finish_many", None)
-    if finish_many is None:
-        pytest.skip("the store has no finish_many (optional: outcomes are written one by one)")
-    return finish_many
+def _outcomes(store: Store) -> BatchOutcomes:
+    """How the engine writes outcomes on ``store``: its batch-outcomes facet, or the
+    kernel default (one ``finish`` per outcome, then the claim)."""
+    return StoreFacets.of(store).outcomes
 
 
 def _claim_tokens(store: Store, workflow: str) -> dict[str, str]:

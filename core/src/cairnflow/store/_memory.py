@@ -420,6 +420,14 @@ class MemoryStore:
         with self._lock:
             return [self.finish(token, outcome, now) for token, outcome in items]
 
+    def finish_and_claim(
+        self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
+    ) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+        """:meth:`finish_many`, then :meth:`claim`, under one lock (the batch-outcomes facet)."""
+        with self._lock:
+            results = self.finish_many(items, now)
+            return results, (self.claim(claim) if claim is not None else [])
+
     def advance_due(self, *, now: int, workflows: Collection[str], limit: int) -> AdvanceResult:
         """End due sleeps; fail waits past their deadline."""
         woken = timed_out = promoted = 0
