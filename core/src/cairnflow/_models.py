@@ -30,6 +30,12 @@ class Status(StrEnum):
     ready and none runs. ``running``: a step attempt runs. ``waiting``: every
     unfinished step sleeps or waits for a signal (no worker is held).
     The rest are final.
+
+    The one run vocabulary applications see. A store keeps less: a run's stored
+    state is :data:`cairnflow.store.ACTIVE` or one of the final values here, and
+    the four active statuses are derived from its steps' :class:`StepStatus`
+    (:func:`cairnflow.store.derive_status`), so no write ever has to keep a
+    run's status in step with its steps.
     """
 
     PENDING = "pending"
@@ -57,6 +63,11 @@ class StepStatus(StrEnum):
     delayed start, a retry's backoff, a snooze); it becomes ``ready`` when due.
     ``ready``: claimable now. ``running``: an attempt holds its lease.
     ``sleeping``/``waiting``: a sleep or wait step, holding no worker.
+    The rest are final.
+
+    Stored as it is by every store: the one step vocabulary. (How one *attempt*
+    of a running step ends is the engine's :class:`~cairnflow._engine._attempt.End`;
+    whether its lease still holds is :class:`~cairnflow.store.AttemptState`.)
     """
 
     BLOCKED = "blocked"

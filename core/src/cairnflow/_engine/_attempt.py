@@ -21,7 +21,13 @@ __all__ = ["End", "RunningAttempt"]
 
 
 class End(Enum):
-    """Why an attempt was finalized."""
+    """Why a running attempt was finalized, in this client (never stored).
+
+    Decided once per attempt, by whoever finalizes it first (worker, watchdog,
+    lease keeper, ``stop``); it says who writes what: only ``COMPLETED`` and
+    ``TIMED_OUT`` hand an outcome to the committer. The store's side of the same
+    moment is the :class:`~cairnflow.StepStatus` that outcome writes.
+    """
 
     COMPLETED = "completed"
     """The worker has the outcome and writes it."""

@@ -43,7 +43,11 @@ __all__ = [
 ]
 
 ACTIVE = "active"
-"""The stored state of a run that has not finished; the rest are final :class:`Status` values."""
+"""The stored state of a run that has not finished; the rest are final :class:`Status` values.
+
+A store keeps only ``active`` and the final statuses: the finer active statuses
+applications see (pending, queued, running, waiting) are derived from the steps
+by :func:`derive_status` when a run is read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +170,14 @@ Outcome = Succeeded | Failed | Snoozed | SleepUntil | WaitFor
 
 
 class AttemptState(StrEnum):
-    """Whether a lease token still holds its attempt."""
+    """The verdict of a fenced write: does the lease token still hold its attempt?
+
+    Not a step status: ``HELD`` means the step is ``running`` under this token
+    and the write applied; ``LOST`` that another client took the step over (or
+    it finished), so nothing was written; ``CANCELLED`` that the run or step was
+    cancelled under this holder. The engine turns a verdict into an
+    :class:`~cairnflow._engine._attempt.End` of its running attempt.
+    """
 
     HELD = "held"
     LOST = "lost"

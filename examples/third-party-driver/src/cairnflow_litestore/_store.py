@@ -353,6 +353,10 @@ class LiteStore:
     # -- claiming and leases -------------------------------------------------------------------
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
         """Lease the most urgent due, ready steps of the given workflows."""
+        with self._write() as db:
+            return self._claim(db, request)
+
+    def _claim(self, db: sqlite3.Connection, request: ClaimRequest) -> list[ClaimedAttempt]:
         if not request.workflows or request.limit <= 0:
             return []
         workflows = sorted(request.workflows)
@@ -365,20 +369,19 @@ class LiteStore:
             where += f" AND queue IN ({_marks(queues)})"
             params += queues
         claimed: list[ClaimedAttempt] = []
-        with self._write() as db:
-            rows = db.execute(
-                f"SELECT seq FROM {self._t('steps')} WHERE {where} "
-                "ORDER BY priority DESC, due_at, seq LIMIT ?",
-                [*params, request.limit],
-            ).fetchall()
-            for (seq,) in rows:
-                token = cf_ids.new_token()
-                db.execute(
-                    f"UPDATE {self._t('steps')} SET status = 'running', attempt = attempt + 1, "
-                    "token = ?, lease_until = ?, node = ?, started_at = ? WHERE seq = ?",
-                    (token, request.lease_until, request.node_id, request.now, seq),
-                )
-                claimed.append(self._claimed(db, seq, token))
+        rows = db.execute(
+            f"SELECT seq FROM {self._t('steps')} WHERE {where} "
+            "ORDER BY priority DESC, due_at, seq LIMIT ?",
+            [*params, request.limit],
+        ).fetchall()
+        for (seq,) in rows:
+            token = cf_ids.new_token()
+            db.execute(
+                f"UPDATE {self._t('steps')} SET status = 'running', attempt = attempt + 1, "
+                "token = ?, lease_until = ?, node = ?, started_at = ? WHERE seq = ?",
+                (token, request.lease_until, request.node_id, request.now, seq),
+            )
+            claimed.append(self._claimed(db, seq, token))
         return claimed
 
     def _claimed(self, db: sqlite3.Connection, seq: int, token: str) -> ClaimedAttempt:
@@ -530,10 +533,22 @@ class LiteStore:
         with self._write() as db:
             return self._finish(db, token, outcome, now)
 
+    # -- the batch-outcomes facet (cairnflow.store.BatchOutcomes) ------------------------------
+    # Optional, and no capability: without it the engine writes each outcome with finish()
+    # and then claims. With it, a batch of outcomes and the claim that refills their slots
+    # are one transaction (one fsync instead of one per outcome).
     def finish_many(self, items: Sequence[tuple[str, Outcome]], now: int) -> list[FinishResult]:
         """Several outcomes in one transaction (group commit), each fenced by its own token."""
         with self._write() as db:
             return [self._finish(db, token, outcome, now) for token, outcome in items]
+
+    def finish_and_claim(
+        self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
+    ) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
+        """:meth:`finish_many`, then :meth:`claim` for the freed slots, in one transaction."""
+        with self._write() as db:
+            results = [self._finish(db, token, outcome, now) for token, outcome in items]
+            return results, (self._claim(db, claim) if claim is not None else [])
 
     def _finish(
         self, db: sqlite3.Connection, token: str, outcome: Outcome, now: int
