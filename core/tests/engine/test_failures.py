@@ -209,7 +209,54 @@ def test_an_output_the_codec_cannot_encode_fails_permanently(make_client: Any) -
     assert info.status is cf.Status.FAILED
     assert info.steps["sets"].attempts == 1
     assert info.error is not None
-    assert "returned a value the json codec cannot encode" in info.error.message
+    assert "the output of step 'sets' cannot be encoded by the json codec" in info.error.message
+
+
+def test_an_output_over_the_payload_limit_fails_the_attempt_naming_size_and_limit(
+    make_client: Any,
+) -> None:
+    wf = cf.Workflow("big-output")
+    wf.step(lambda ctx, d: "x" * 5000, name="big", retry=cf.RetryPolicy(max_attempts=5))
+    wf.step(lambda ctx, d: "fine", name="small")
+    client = make_client(wf, payload_limit=1000)
+    info = client.wait(client.enqueue("big-output"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    big = info.steps["big"]
+    assert (big.attempts, big.output) == (1, None)  # refused before any write: no retry
+    assert big.error is not None and big.error.type == "PayloadTooLarge"
+    assert "the output of step 'big' is 5002 bytes encoded, over the limit of 1000" in (
+        big.error.message
+    )
+
+
+def test_progress_over_the_payload_limit_is_refused_inside_the_step(make_client: Any) -> None:
+    seen: list[str] = []
+
+    def report(ctx: cf.StepContext, data: Any) -> str:
+        try:
+            ctx.progress("y" * 5000)
+        except cf.PayloadTooLarge as error:
+            seen.append(str(error))
+        ctx.progress("ok")
+        return "done"
+
+    wf = cf.Workflow("big-progress", steps=[cf.Step("report", report)])
+    client = make_client(wf, payload_limit=1000)
+    info = client.wait(client.enqueue("big-progress"), timeout=10)
+    assert info.status is cf.Status.SUCCEEDED
+    assert info.steps["report"].progress == "ok"
+    assert seen and "the progress of step 'report' is 5002 bytes" in seen[0]
+
+
+def test_a_payload_nested_too_deep_is_refused_and_nothing_is_written(make_client: Any) -> None:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    wf = cf.Workflow("deep", steps=[cf.Step("a", lambda c, d: d)])
+    client = make_client(wf)
+    with pytest.raises(TypeError, match=r"payload of workflow 'deep' cannot be encoded.*too deep"):
+        client.enqueue("deep", deep)
+    assert client.runs(workflow="deep").runs == ()
 
 
 @pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt()])

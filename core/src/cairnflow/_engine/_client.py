@@ -14,7 +14,6 @@ from .._caps import Cap
 from .._checks import seconds
 from .._errors import (
     InvalidName,
-    PayloadTooLarge,
     UnknownWorkflow,
     Unsupported,
 )
@@ -438,17 +437,7 @@ class Client:
         )
 
     def _encode(self, value: Any, what: str) -> bytes:
-        state = self._state
-        try:
-            data = state.codec.encode(value)
-        except (TypeError, ValueError) as error:
-            raise TypeError(
-                f"{what} cannot be encoded by the {state.codec.name} codec: {error}"
-            ) from error
-        limit = state.settings.payload_limit
-        if limit is not None and len(data) > limit:
-            raise PayloadTooLarge(len(data), limit, what)
-        return data
+        return self._state.encode(value, what)
 
     # -- acting on runs ---------------------------------------------------------------
     def signal(self, run: RunLike, name: str, payload: Any = None) -> SignalResult:

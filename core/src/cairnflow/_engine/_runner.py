@@ -20,13 +20,13 @@ from .._errors import (
     CairnError,
     Cancelled,
     LeaseLost,
+    PayloadTooLarge,
     Permanent,
     Snooze,
     StepTimeout,
 )
-from .._models import ErrorInfo, StepKind
+from .._models import StepKind
 from ..context import StepContext
-from ..retry import NO_RETRY, RetryPolicy
 from ..store import (
     AttemptState,
     ClaimedAttempt,
@@ -41,6 +41,7 @@ from ..store import (
 from ..workflow import Sleep, Step, Wait
 from ._attempt import End, RunningAttempt, monotonic
 from ._commit import GroupCommit, due_time
+from ._failures import failure_outcome
 from ._state import EngineState
 
 __all__ = ["StepRunner"]
@@ -191,13 +192,9 @@ class StepRunner:
         if attempt.finalized:
             return None
         try:
-            output = state.codec.encode(value)
-        except (TypeError, ValueError) as error:
-            problem = CairnError(
-                f"step {claimed.step!r} returned a value the {state.codec.name} codec cannot "
-                f"encode: {error}"
-            )
-            return self.failure(claimed, Permanent(problem), state.now(), step)
+            output = state.encode(value, f"the output of step {claimed.step!r}")
+        except (TypeError, PayloadTooLarge) as error:
+            return self.failure(claimed, Permanent(error), state.now(), step)
         return Succeeded(output)
 
     def _inputs(self, claimed: ClaimedAttempt) -> tuple[Any, dict[str, Any], Any]:
@@ -223,19 +220,7 @@ class StepRunner:
         self, claimed: ClaimedAttempt, error: BaseException, now: int, step: Step | None
     ) -> Failed:
         """The failure outcome of ``error``: a retry time by the policy, or none."""
-        info = ErrorInfo.from_exception(error, step=claimed.step, attempt=claimed.attempt)
-        policy = self._policy(claimed, step)
-        delay = policy.next_delay(error, claimed.failures + 1, self._state.jitter())
-        retry_at = None if delay is None else now + int(delay * _NS)
-        return Failed(info, retry_at)
-
-    def _policy(self, claimed: ClaimedAttempt, step: Step | None) -> RetryPolicy:
-        workflow = self._state.registry.get(claimed.workflow)
-        if step is None and workflow is not None:
-            step = workflow.steps.get(claimed.step)
-        if workflow is None or step is None:
-            return NO_RETRY
-        return workflow.retry_for(step)
+        return failure_outcome(self._state, claimed, error, now, step)
 
     # -- calling user code -------------------------------------------------------------------
     def _call_sync(
@@ -333,7 +318,7 @@ class StepRunner:
         state = self._state
         state.require(Cap.PROGRESS, "ctx.progress()")
         _raise_if_over(attempt)
-        encoded = state.codec.encode(value)
+        encoded = state.encode(value, f"the progress of step {attempt.claimed.step!r}")
         started = monotonic()
         verdict = state.store.record_progress(attempt.token, encoded, state.now())
         self._apply_verdict(attempt, verdict, started)

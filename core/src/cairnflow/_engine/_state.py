@@ -9,7 +9,7 @@ import threading
 from collections.abc import Collection, Iterable, Sequence
 
 from .._caps import Cap
-from .._errors import Unsupported
+from .._errors import PayloadTooLarge, Unsupported
 from ..clock import Clock
 from ..codec import Codec
 from ..notify import Notifier
@@ -83,6 +83,29 @@ class EngineState:
         """Raise :class:`Unsupported` unless the store declared ``cap``."""
         if cap not in self.caps:
             raise Unsupported(cap, what, store=f"the {self.store.describe().driver} store")
+
+    # -- payloads ----------------------------------------------------------------------------
+    def encode(self, value: object, what: str) -> bytes:
+        """``value`` encoded by the client's codec, within the payload limit.
+
+        The one check of every value a client writes (payloads, signal payloads,
+        step outputs, progress): ``TypeError`` naming ``what`` when the codec
+        cannot encode it (a value nested too deep included), and
+        :class:`~cairnflow.PayloadTooLarge` when it is over ``payload_limit``.
+        """
+        codec = self.codec
+        try:
+            data = codec.encode(value)
+        except PayloadTooLarge:
+            raise
+        except (TypeError, ValueError, RecursionError) as error:
+            reason = "it is nested too deep" if isinstance(error, RecursionError) else str(error)
+            message = f"{what} cannot be encoded by the {codec.name} codec: {reason}"
+            raise TypeError(message) from error
+        limit = self.settings.payload_limit
+        if limit is not None and len(data) > limit:
+            raise PayloadTooLarge(len(data), limit, what)
+        return data
 
     # -- registry ---------------------------------------------------------------------------
     def register(self, workflow: Workflow) -> None:

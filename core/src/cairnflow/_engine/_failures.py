@@ -1,0 +1,42 @@
+"""What a failed attempt leaves behind: the failure outcome its retry policy decides.
+
+Shared by the runner (a step raised, timed out or returned what cannot be
+encoded) and the committer (the store refused the attempt's outcome), so one
+rule decides every failure whatever noticed it.
+"""
+
+from __future__ import annotations
+
+from .._errors import ErrorInfo
+from ..retry import NO_RETRY, RetryPolicy
+from ..store import ClaimedAttempt, Failed
+from ..workflow import Step
+from ._state import EngineState
+
+__all__ = ["failure_outcome"]
+
+_NS = 1_000_000_000
+
+
+def failure_outcome(
+    state: EngineState,
+    claimed: ClaimedAttempt,
+    error: BaseException,
+    now: int,
+    step: Step | None = None,
+) -> Failed:
+    """The failure of ``claimed`` with ``error``: retried at the policy's time, or final."""
+    info = ErrorInfo.from_exception(error, step=claimed.step, attempt=claimed.attempt)
+    policy = _policy(state, claimed, step)
+    delay = policy.next_delay(error, claimed.failures + 1, state.jitter())
+    retry_at = None if delay is None else now + int(delay * _NS)
+    return Failed(info, retry_at)
+
+
+def _policy(state: EngineState, claimed: ClaimedAttempt, step: Step | None) -> RetryPolicy:
+    workflow = state.registry.get(claimed.workflow)
+    if step is None and workflow is not None:
+        step = workflow.steps.get(claimed.step)
+    if workflow is None or step is None:
+        return NO_RETRY
+    return workflow.retry_for(step)
