@@ -25,6 +25,7 @@ __all__ = [
     "ErrorInfo",
     "InvalidName",
     "LeaseLost",
+    "OutcomeRefused",
     "PayloadTooLarge",
     "Permanent",
     "RunFailed",
@@ -127,6 +128,11 @@ class PayloadTooLarge(CairnError, ValueError):
         self.size = size
         self.limit = limit
         super().__init__(f"{what} is {size} bytes encoded, over the limit of {limit} bytes")
+
+
+class OutcomeRefused(CairnError):
+    """The store did not write an attempt's outcome (it refused it, or stayed unavailable
+    past the outage bound); the attempt failed with this error instead."""
 
 
 class StepTimeout(CairnError, TimeoutError):

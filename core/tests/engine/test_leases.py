@@ -14,7 +14,7 @@ from typing import Any
 
 import cairnflow as cf
 from cairnflow.clock import Real
-from cairnflow.store import ClaimRequest, MemoryStore
+from cairnflow.store import ClaimRequest, MemoryStore, Succeeded
 from cairnflow.testing import Partition, wait_until
 
 
@@ -334,6 +334,71 @@ class Outage:
             return target(*args, **kwargs)
 
         return flaky
+
+
+class Poison:
+    """A real store whose server drops the connection over one outcome, every time (MariaDB
+    and a packet over ``max_allowed_packet``): each write that carries it is unavailable."""
+
+    def __init__(self, inner: Any, poison: bytes, error: Exception | None = None) -> None:
+        self._inner = inner
+        self._poison = poison
+        self._error = error or cf.Unavailable("MySQL server has gone away")
+        self.refused = 0
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if name not in {"finish", "finish_many", "finish_and_claim"}:
+            return target
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            items = [(args[0], args[1])] if name == "finish" else args[0]
+            if any(isinstance(o, Succeeded) and o.output == self._poison for _, o in items):
+                self.refused += 1
+                raise self._error
+            return target(*args, **kwargs)
+
+        return write
+
+
+def test_an_outcome_the_server_keeps_dropping_fails_its_attempt_while_the_rest_flow(
+    make_client: Any, store: MemoryStore
+) -> None:
+    poison = Poison(store, b'"poison"')
+    wf = cf.Workflow("poison", steps=[cf.Step("echo", lambda ctx, d: d, retry=cf.NO_RETRY)])
+    client = make_client(wf, on=poison, lease=2.0)
+    bad = client.enqueue("poison", "poison")
+    good = [client.enqueue("poison", n) for n in range(20)]
+    for ref in good:
+        assert client.wait(ref, timeout=10).status is cf.Status.SUCCEEDED
+    info = client.wait(bad, timeout=30)
+    assert info.status is cf.Status.FAILED
+    echo = info.steps["echo"]
+    # Failed by the client that ran it, once: not retaken after its lease, again and again.
+    assert (echo.attempts, echo.reclaims) == (1, 0)
+    assert echo.error is not None and echo.error.type == "OutcomeRefused"
+    assert "could not be written after trying for" in echo.error.message
+    assert "MySQL server has gone away" in echo.error.message
+    assert poison.refused >= 2  # the outage was retried before the attempt was failed
+    # The other runs were written while the poison outcome waited out its pauses.
+    assert info.finished_at_ns is not None
+    assert all(client.info(ref).finished_at_ns < info.finished_at_ns for ref in good)
+
+
+def test_an_outcome_the_store_refuses_as_too_large_fails_its_attempt_at_once(
+    make_client: Any, store: MemoryStore
+) -> None:
+    too_large = cf.PayloadTooLarge(20 << 20, 16 << 20, "the output (max_allowed_packet)")
+    poison = Poison(store, b'"poison"', too_large)
+    retry = cf.RetryPolicy(max_attempts=5)
+    wf = cf.Workflow("too-large", steps=[cf.Step("echo", lambda ctx, d: d, retry=retry)])
+    client = make_client(wf, on=poison)
+    info = client.wait(client.enqueue("too-large", "poison"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    echo = info.steps["echo"]
+    assert (echo.attempts, echo.reclaims, poison.refused) == (1, 0, 1)  # no retry can help
+    assert echo.error is not None and echo.error.type == "PayloadTooLarge"
+    assert "over the limit of 16777216 bytes" in echo.error.message
 
 
 def test_an_outcome_is_written_after_a_short_outage(make_client: Any, store: MemoryStore) -> None:

@@ -18,9 +18,20 @@ full, or half the duration of a recent write has passed (never more than
 time) it writes at once.
 
 A write that fails because the store is unavailable (a restart, a failover)
-is tried again with backoff for as long as the attempt's lease may still be
-valid, so finished work is not thrown away by a short outage. Any other
-failure is logged, and the attempt is retaken after its lease.
+is tried again with backoff, so finished work is not thrown away by a short
+outage: while the attempt's lease may still be valid, and for one lease length
+at most (the lease keeper goes on renewing a lease whose outcome waits, so
+without that bound an outcome the server drops the connection over would be
+retried, and its lease renewed, forever). The pause before a retry holds back
+that outcome only; the rest of the client's outcomes are written meanwhile.
+
+An outcome the store refuses for what it is (too large, invalid), or one that
+still could not be written when its outage bound ran out, becomes the failure
+of its attempt (:class:`~cairnflow.OutcomeRefused`, or the store's own error
+such as :class:`~cairnflow.PayloadTooLarge`), decided by the step's retry
+policy and written in its place, so the run goes on or fails with the reason
+instead of being retaken again and again. If even that cannot be written, the
+attempt is left to its lease.
 
 There is one write path: a store without the batch-outcomes facet
 (:class:`~cairnflow.store.BatchOutcomes`) is written through
@@ -33,7 +44,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from .._errors import Unavailable
+from .._errors import OutcomeRefused, PayloadTooLarge, Permanent, Unavailable
 from ..store import (
     AttemptState,
     ClaimedAttempt,
@@ -46,6 +57,7 @@ from ..store import (
     WaitFor,
 )
 from ._attempt import RunningAttempt, monotonic
+from ._failures import failure_outcome
 from ._state import EngineState
 
 __all__ = ["MAX_GATHER", "GroupCommit", "due_time"]
@@ -60,7 +72,16 @@ _LONGEST_PAUSE = 2.0
 class _Pending:
     """One outcome waiting to be written, and the attempt whose lease fences it."""
 
-    __slots__ = ("claimed", "eager", "holder", "outcome", "pause")
+    __slots__ = (
+        "claimed",
+        "eager",
+        "failing_since",
+        "holder",
+        "not_before",
+        "outcome",
+        "pause",
+        "refused",
+    )
 
     def __init__(
         self,
@@ -75,6 +96,12 @@ class _Pending:
         self.holder = holder
         self.pause = _FIRST_PAUSE
         """How long to wait before trying again after the store was unavailable."""
+        self.not_before = 0.0
+        """When a retry of this outcome may be written (the monotonic clock)."""
+        self.failing_since: float | None = None
+        """When the store first failed to write it (the outage bound counts from here)."""
+        self.refused = False
+        """True once the outcome was replaced by the failure of its attempt."""
 
 
 class GroupCommit:
@@ -97,6 +124,9 @@ class GroupCommit:
         """Notified when the first outcome is queued, when a gathering batch is complete,
         and on close."""
         self._queue: list[_Pending] = []
+        self._later: list[_Pending] = []
+        """Outcomes waiting out a pause before they are tried again (not in the way of
+        the others)."""
         self._first_queued_at = 0.0
         self._gathering = False
         """True while the committer waits for siblings (only then does an arrival notify)."""
@@ -125,7 +155,9 @@ class GroupCommit:
         if self._thread.is_alive():
             self._thread.join(timeout)
         if self._thread.is_alive():
-            self._given_up.set()
+            with self._lock:
+                self._given_up.set()
+                self._arrived.notify()
             return False
         return True
 
@@ -165,10 +197,10 @@ class GroupCommit:
     def _loop(self) -> None:
         while True:
             with self._lock:
-                while not self._queue:
-                    if self._closing:
+                while not self._take_due_retries():
+                    if self._closing and not self._later:
                         return
-                    self._arrived.wait()
+                    self._arrived.wait(self._until_next_retry())
                 if not self._closing:
                     self._gather()
                 batch = self._queue[: self._max_batch]
@@ -180,6 +212,24 @@ class GroupCommit:
             except BaseException:  # never lose the thread: log, and the leases run out
                 self._state.log.exception("the committer failed writing %d outcome(s)", len(batch))
                 self._state.untrack_all(p.holder for p in batch if p.holder is not None)
+
+    def _take_due_retries(self) -> bool:
+        """Move (lock held) the retries whose pause is over to the front; True if any is queued."""
+        if self._later:
+            now = monotonic()
+            over = self._given_up.is_set()
+            due = [p for p in self._later if over or p.not_before <= now]
+            if due:
+                self._later = [p for p in self._later if p not in due]
+                self._queue[:0] = due
+                self._first_queued_at = now
+        return bool(self._queue)
+
+    def _until_next_retry(self) -> float | None:
+        """Seconds (lock held) until the earliest paused retry may be tried; None: none."""
+        if not self._later:
+            return None
+        return max(0.0, min(p.not_before for p in self._later) - monotonic())
 
     def _gather(self) -> None:
         """Wait (lock held) for running siblings to queue their outcomes; see the module doc."""
@@ -268,7 +318,7 @@ class GroupCommit:
         for pending, result in zip(batch, results, strict=True):
             holder = pending.holder
             if isinstance(result, BaseException):
-                if self._may_retry(pending, result):
+                if self._may_retry(pending, result) or self._refuse(pending, result):
                     retry.append(pending)
                     continue
                 claimed = pending.claimed
@@ -304,30 +354,77 @@ class GroupCommit:
             self._requeue(retry)
 
     def _may_retry(self, pending: _Pending, error: BaseException) -> bool:
-        """True when ``error`` is an outage and the attempt's lease may outlast the next try."""
+        """True when ``error`` is an outage the outcome may still wait out (see the module doc).
+
+        Sets the outcome's pause: the retry is written once it is over.
+        """
         holder = pending.holder
         if not isinstance(error, Unavailable) or holder is None or self._given_up.is_set():
             return False
-        return not holder.expired(monotonic() + pending.pause, self._state.settings.lease)
+        now = monotonic()
+        if pending.failing_since is None:
+            pending.failing_since = now
+        lease = self._state.settings.lease
+        if now + pending.pause - pending.failing_since > lease:
+            return False  # the outage bound: one lease length
+        if holder.expired(now + pending.pause, lease):
+            return False
+        pending.not_before = now + pending.pause
+        pending.pause = min(pending.pause * 2, _LONGEST_PAUSE)
+        return True
 
-    def _requeue(self, retry: list[_Pending]) -> None:
-        """Wait out the shortest backoff of ``retry``, then put them first in the queue."""
-        pause = min(p.pause for p in retry)
-        claimed = retry[0].claimed
-        self._state.log.warning(
-            "store unavailable writing %d outcome(s) (step %r of run %s first); trying again "
-            "in %.2fs",
-            len(retry),
+    def _refuse(self, pending: _Pending, error: BaseException) -> bool:
+        """Replace an outcome that cannot be written by the failure of its attempt.
+
+        True when the failure is to be written in its place (at once); False
+        when there is nothing left to try: the attempt is not this client's, or
+        its failure itself could not be written.
+        """
+        holder = pending.holder
+        if holder is None or pending.refused or self._given_up.is_set():
+            return False
+        claimed = pending.claimed
+        cause: BaseException
+        if isinstance(error, PayloadTooLarge):
+            cause = Permanent(error)  # the same outcome would be refused again
+        else:
+            waited = (
+                ""
+                if pending.failing_since is None
+                else (f" after trying for {monotonic() - pending.failing_since:.1f}s")
+            )
+            cause = OutcomeRefused(
+                f"the outcome of step {claimed.step!r} (attempt {claimed.attempt}) could not "
+                f"be written{waited}: {type(error).__name__}: {error}"
+            )
+        state = self._state
+        state.log.warning(
+            "the outcome of step %r of run %s could not be written (%s); failing the attempt",
             claimed.step,
             claimed.run_id,
-            pause,
+            error,
         )
-        self._given_up.wait(pause)
-        for pending in retry:
-            pending.pause = min(pending.pause * 2, _LONGEST_PAUSE)
+        pending.outcome = failure_outcome(state, claimed, cause, state.now())
+        pending.refused = True
+        pending.not_before = 0.0
+        return True
+
+    def _requeue(self, retry: list[_Pending]) -> None:
+        """Put ``retry`` aside until each one's pause is over (the others go on meanwhile)."""
+        paused = [p for p in retry if p.not_before > monotonic()]
+        if paused:
+            claimed = paused[0].claimed
+            self._state.log.warning(
+                "store unavailable writing %d outcome(s) (step %r of run %s first); trying "
+                "again in %.2fs",
+                len(paused),
+                claimed.step,
+                claimed.run_id,
+                max(0.0, min(p.not_before for p in paused) - monotonic()),
+            )
         with self._lock:
-            self._queue[:0] = retry
-            self._first_queued_at = monotonic()
+            self._later.extend(retry)
+            self._arrived.notify()
 
 
 def due_time(outcome: Outcome) -> int | None:
