@@ -34,6 +34,7 @@ __all__ = [
     "SchemaTooNew",
     "Snooze",
     "StepTimeout",
+    "StoreOpenError",
     "Unavailable",
     "UnknownWorkflow",
     "Unsupported",
@@ -111,6 +112,14 @@ class LeaseLost(CairnError):
 
 class Unavailable(CairnError):
     """The store cannot be reached (connection refused, reset, server shutting down)."""
+
+
+class StoreOpenError(CairnError):
+    """A store cannot be opened: its file, directory or database is missing or unusable.
+
+    The message names the location and what is wrong; the driver's own error is
+    chained on it. (A server that cannot be reached is :class:`Unavailable`.)
+    """
 
 
 class SchemaNotReady(CairnError):

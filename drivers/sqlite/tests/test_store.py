@@ -306,3 +306,15 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             bare = [d for d in details if d.startswith("SCAN cf_") and " INDEX " not in d]
             assert not bare, f"{name} scans a table: {details}"
             assert any(index in d for d in details), f"{name} does not use {index}: {details}"
+
+
+def test_a_path_in_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "flows.db"
+    with pytest.raises(cf.StoreOpenError, match=r"nowhere/flows.db: the directory .* does not"):
+        cf.open_store(f"sqlite:///{missing}")
+    assert not missing.parent.exists()  # nothing made on the way
+
+
+def test_a_directory_as_the_path_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(cf.StoreOpenError, match=r"is a directory; name a file in it"):
+        cf.open_store(f"sqlite:///{tmp_path}")

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from cairnflow import CairnError, Cap, ids
+from cairnflow import CairnError, Cap, StoreOpenError, ids
 from cairnflow.notify import LOCAL
 from cairnflow.sql import (
     SQL_CAPABILITIES,
@@ -78,14 +78,21 @@ class SQLiteStore(SQLStore):
             raise ValueError(f"busy_timeout must be > 0 seconds, got {busy_timeout!r}")
         in_memory = str(path) == MEMORY
         self.path = MEMORY if in_memory else str(Path(path).expanduser().resolve())
+        if not in_memory:
+            _check_database_path(Path(self.path))
         self.synchronous = mode
         timeout_ms = int(busy_timeout * 1000)
 
         def connect() -> sqlite3.Connection:
             # Autocommit mode: the SQL layer issues BEGIN IMMEDIATE / COMMIT itself.
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
-            )
+            try:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+                )
+            except sqlite3.OperationalError as error:
+                raise StoreOpenError(
+                    f"cannot open the SQLite database {self.path}: {error}"
+                ) from error
             conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
             if not in_memory:
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -143,3 +150,16 @@ class SQLiteStore(SQLStore):
             if isinstance(converted.get(name), str):
                 converted[name] = kind(converted[name])
         return cls(path, **converted)
+
+
+def _check_database_path(path: Path) -> None:
+    """Refuse, naming it, a database path that cannot be a SQLite file (before any connection)."""
+    if path.is_dir():
+        raise StoreOpenError(
+            f"cannot open the SQLite database {path}: it is a directory; name a file in it"
+        )
+    if not path.parent.is_dir():
+        raise StoreOpenError(
+            f"cannot open the SQLite database {path}: the directory {path.parent} does not "
+            f"exist; create it first"
+        )
