@@ -10,6 +10,8 @@ engine runs. ``.ci/run`` sets them to the local servers.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -84,6 +86,38 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Everything CI runs: lint, types, unit and integration tests, conformance."""
+    _tests(session)
+    # The example third-party driver runs the kit from a fresh virtualenv of its own.
+    session.notify("conformance-example")
+
+
+@nox.session(name="tests-under-load")
+def tests_under_load(session: nox.Session) -> None:
+    """``tests`` with a CPU burner on every core, as on a driver author's busy CI machine.
+
+    The burners run at the same priority as the tests for the whole session and are
+    stopped however it ends. ``-- --burners N`` changes their number (default: one per core).
+    """
+    args = list(session.posargs)
+    burners = os.cpu_count() or 2
+    if "--burners" in args:
+        at = args.index("--burners")
+        burners = int(args[at + 1])
+        del args[at : at + 2]
+    session.posargs[:] = args
+    spinning = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)
+    ]
+    session.log(f"{burners} CPU burner(s) running")
+    try:
+        _tests(session)
+    finally:
+        for burner in spinning:
+            burner.kill()
+            burner.wait()
+
+
+def _tests(session: nox.Session) -> None:
     _install_all(session, "ruff>=0.5", "mypy>=1.10")
     session.run("ruff", "check", ".")
     session.run("mypy", "--strict", *TYPED, *[f"{p}/src" for p in DRIVERS.values()])
@@ -120,8 +154,6 @@ def tests(session: nox.Session) -> None:
     # Every benchmark workload completes on every engine here (speed is not judged here).
     if not session.posargs:
         session.run("python", "bench/run.py", "--quick")
-    # The example third-party driver runs the kit from a fresh virtualenv of its own.
-    session.notify("conformance-example")
 
 
 def _kit(session: nox.Session, tests: str, name: str, *args: str) -> None:
