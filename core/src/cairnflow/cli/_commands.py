@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ from .. import Client, Workflow, __version__
 from .._errors import CairnError
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
+from ..sql import SQLStore
 from ..store import Store
 
 __all__ = ["main"]
@@ -35,9 +37,25 @@ def _options(pairs: Iterable[str]) -> dict[str, Any]:
     return options
 
 
-def _open(url: str, pairs: Iterable[str]) -> Store:
+def _open(url: str, pairs: Iterable[str], *, migrated: bool = False) -> Store:
+    """Open the store at ``url``; with ``migrated``, refuse (cleanly) one never migrated."""
     store: Store = open_store(url, **_options(pairs))
+    if migrated:
+        try:
+            store.check_schema()
+        except BaseException:
+            store.close()
+            raise
     return store
+
+
+def _where(store: Store) -> str:
+    """The store's URL and, for a SQL store, the tables it serves (``schema.prefix*``)."""
+    shown = store.describe().url
+    if isinstance(store, SQLStore):
+        shown += f" (tables {store.tables.schema + '.' if store.tables.schema else ''}"
+        shown += f"{store.tables.prefix}*)"
+    return shown
 
 
 store_option = click.option(
@@ -109,10 +127,19 @@ def migrate(url: str, sql: bool, pairs: tuple[str, ...]) -> None:
         store.close()
 
 
+APP_HELP = (
+    "module:attr naming the workflows to run: a Workflow, a list of workflows, or a callable "
+    "returning either (module may be dotted; the current directory is importable, as with "
+    "uvicorn and celery), e.g. flows:workflows."
+)
+
+
 def _load_app(spec: str) -> list[Workflow]:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise click.BadParameter("expected module:attribute", param_hint="--app")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as error:
@@ -137,7 +164,7 @@ def _load_app(spec: str) -> list[Workflow]:
 
 @main.command()
 @click.argument("url")
-@click.option("--app", "app", required=True, help="module:attr naming the workflows to run.")
+@click.option("--app", "app", required=True, help=APP_HELP)
 @click.option("--workers", default=8, show_default=True)
 @click.option("--poll-interval", default=1.0, show_default=True)
 @click.option("--lease", default=30.0, show_default=True)
@@ -193,7 +220,7 @@ def worker(
     signal.signal(signal.SIGTERM, on_signal)
     client.start()
     names = ", ".join(w.name for w in workflows)
-    console.print(f"worker {client.node_id} running {names} on {store.describe().url}")
+    console.print(f"worker {client.node_id} running {names} on {_where(store)}")
     try:
         while not done.wait(1.0):
             pass
@@ -213,14 +240,18 @@ def runs(
     url: str, workflow: str | None, statuses: tuple[str, ...], limit: int, pairs: tuple[str, ...]
 ) -> None:
     """List runs in URL, newest first."""
-    store = _open(url, pairs)
+    store = _open(url, pairs, migrated=True)
     try:
         listing = Client(store).runs(workflow=workflow, status=statuses or None, limit=limit)
     finally:
         store.close()
     table = Table(title=f"Runs in {url}")
-    for column in ("id", "workflow", "status", "created", "finished", "steps"):
-        table.add_column(column)
+    # A run id is never cut (it is pasted into `cairn show`): the other columns give way.
+    table.add_column(
+        "id", no_wrap=True, min_width=max((len(r.id) for r in listing.runs), default=2)
+    )
+    for column in ("workflow", "status", "created", "finished", "steps"):
+        table.add_column(column, overflow="fold")
     for run in listing.runs:
         steps = " ".join(f"{k}:{v}" for k, v in sorted(run.step_counts.items()))
         finished = (
@@ -243,7 +274,7 @@ def runs(
 @store_option
 def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
     """Show one run and its steps."""
-    store = _open(url, pairs)
+    store = _open(url, pairs, migrated=True)
     try:
         info = Client(store).info(run_id)
     finally:

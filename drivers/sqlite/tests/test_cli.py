@@ -1,0 +1,84 @@
+"""The ``cairn`` command line as a new user meets it: real processes on a real SQLite file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import cairnflow as cf
+
+FLOWS = """
+import cairnflow as cf
+
+workflows = [cf.Workflow("cli-echo", steps=[cf.Step("echo", lambda ctx, data: data)])]
+"""
+
+
+def cairn(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": ""}
+    return subprocess.run(
+        [sys.executable, "-m", "cairnflow", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+def test_run_ids_are_never_cut_at_80_columns(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    wf = cf.Workflow("a-rather-long-workflow-name", steps=[cf.Step("a", lambda c, d: d)])
+    client = cf.Client(store)
+    client.register(wf)
+    ref = client.enqueue(wf, {"x": 1}, labels={"tenant": "acme"})
+    store.close()
+    listed = cairn("runs", url)
+    assert listed.returncode == 0, listed.stderr
+    assert ref.id in listed.stdout  # whole, so it can be pasted into `cairn show`
+    shown = cairn("show", url, ref.id)
+    assert shown.returncode == 0, shown.stderr
+    assert ref.id in shown.stdout
+
+
+def test_reading_a_prefix_never_migrated_says_so_without_a_traceback(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    for command in (["runs", url], ["show", url, "run_0"]):
+        result = cairn(*command, "-o", "table_prefix=never_")
+        assert result.returncode == 1
+        output = result.stdout + result.stderr
+        assert "never migrated" in output and "cairn migrate URL" in output
+        assert "Traceback" not in output
+
+
+def test_the_worker_imports_its_app_from_the_current_directory_and_names_its_tables(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "flows.py").write_text(textwrap.dedent(FLOWS))
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url, "-o", "table_prefix=app_").returncode == 0
+    command = ["worker", url, "--app", "flows:workflows", "-o", "table_prefix=app_"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "cairnflow", *command, "--poll-interval", "0.1"],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": ""},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert worker.stdout is not None
+        banner = worker.stdout.readline()
+        assert "running cli-echo" in banner, banner
+        assert "(tables app_*)" in banner, banner
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert worker.returncode == 0
