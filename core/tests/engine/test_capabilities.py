@@ -65,28 +65,6 @@ def test_register_on_a_running_client_checks_at_once() -> None:
         client.stop()
 
 
-@pytest.mark.parametrize(
-    ("cap", "call"),
-    [
-        (cf.Cap.IDEMPOTENCY, lambda c: c.enqueue("plain", 1, key="k")),
-        (cf.Cap.DELAYED_START, lambda c: c.enqueue("plain", 1, delay=5)),
-        (cf.Cap.BATCH_ENQUEUE, lambda c: c.enqueue_many([cf.Job("plain", 1)])),
-        (cf.Cap.TRANSACTIONAL_ENQUEUE, lambda c: c.enqueue_tx(object(), "plain", 1)),
-        (cf.Cap.CLOSURE, lambda c: c.submit(print)),
-        (cf.Cap.SIGNAL, lambda c: c.signal("run_x", "go")),
-        (cf.Cap.CANCEL, lambda c: c.cancel("run_x")),
-    ],
-)
-def test_an_undeclared_capability_is_refused_and_nothing_is_written(cap: cf.Cap, call: Any) -> None:
-    store = BareStore()
-    client = cf.Client(store)
-    client.register(plain())
-    with pytest.raises(cf.Unsupported, match=cap.name) as caught:
-        call(client)
-    assert caught.value.capability is cap
-    assert client.runs().runs == ()
-
-
 def test_payload_limit_needs_its_capability() -> None:
     with pytest.raises(cf.Unsupported, match="PAYLOAD_LIMIT"):
         cf.Client(BareStore(), payload_limit=10)

@@ -28,49 +28,6 @@ def flaky(fails: int, *, policy: cf.RetryPolicy) -> tuple[cf.Workflow, list[int]
     return wf, attempts
 
 
-def test_a_retried_step_succeeds_and_counts_its_failures(make_client: Any) -> None:
-    wf, attempts = flaky(2, policy=cf.RetryPolicy(max_attempts=3, backoff=cf.Backoff(initial=0.01)))
-    client = make_client(wf)
-    info = client.wait(client.enqueue("flaky"), timeout=10)
-    assert info.status is cf.Status.SUCCEEDED
-    assert info.result == "ok!"
-    assert attempts == [1, 2, 3]
-    step = info.steps["call"]
-    assert (step.attempts, step.failures) == (3, 2)
-    assert step.error is not None and step.error.message == "failure 2"  # the last failure stays
-
-
-def test_out_of_retries_fails_the_run_and_cancels_the_rest(make_client: Any) -> None:
-    wf, attempts = flaky(5, policy=cf.RetryPolicy(max_attempts=2, backoff=cf.Backoff(initial=0.01)))
-    client = make_client(wf)
-    info = client.wait(client.enqueue("flaky"), timeout=10)
-    assert info.status is cf.Status.FAILED
-    assert attempts == [1, 2]
-    assert info.error is not None
-    assert (info.error.type, info.error.step, info.error.attempt) == ("ConnectionError", "call", 2)
-    assert info.steps["call"].status is cf.StepStatus.FAILED
-    assert info.steps["after"].status is cf.StepStatus.CANCELLED
-
-
-def test_permanent_skips_the_retries(make_client: Any) -> None:
-    wf = cf.Workflow("perm")
-    calls: list[int] = []
-
-    @wf.step(retry=cf.RetryPolicy(max_attempts=10, backoff=cf.Backoff(initial=0.01)))
-    def charge(ctx: cf.StepContext, data: Any) -> None:
-        calls.append(ctx.attempt)
-        raise cf.Permanent(ValueError("card declined"))
-
-    client = make_client(wf)
-    info = client.wait(client.enqueue("perm"), timeout=10)
-    assert info.status is cf.Status.FAILED
-    assert calls == [1]
-    assert info.error is not None and (info.error.type, info.error.message) == (
-        "ValueError",
-        "card declined",
-    )
-
-
 def test_backoff_holds_the_retry_until_it_is_due(make_client: Any) -> None:
     clock = cf.clock.Fake()
     policy = cf.RetryPolicy(

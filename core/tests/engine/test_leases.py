@@ -139,37 +139,6 @@ def test_an_outcome_stalled_on_its_way_to_the_store_is_fenced_out(
     assert info.steps["work"].node == "rescuer"
 
 
-def test_a_step_that_kills_its_workers_is_abandoned_after_max_reclaims(
-    make_client: Any, store: MemoryStore, partitions: list[Partition]
-) -> None:
-    killed: list[str] = []
-    dead = threading.Event()  # set at the end, so the "dead" threads can exit
-    wf = cf.Workflow("poison")
-
-    @wf.step
-    def poison(ctx: cf.StepContext, data: Any) -> None:
-        killed.append(ctx.node_id)
-        cut[ctx.node_id].cut()  # this node "dies": it never renews nor writes again
-        dead.wait(30)
-
-    cut: dict[str, Partition] = {}
-    for node in ("a", "b"):
-        cut[node] = Partition(store)
-        partitions.append(cut[node])
-    a = make_client(wf, on=cut["a"], node_id="a", lease=0.4, max_reclaims=1, interrupt=False)
-    ref = a.enqueue("poison")
-    wait_until(lambda: killed == ["a"], what="node a to die")
-    make_client(wf, on=cut["b"], node_id="b", lease=0.4, max_reclaims=1, interrupt=False)
-    wait_until(lambda: killed == ["a", "b"], what="node b to take over and die")
-    watcher = make_client(wf, node_id="watcher", lease=0.4, max_reclaims=1, workers=1)
-    info = watcher.wait(ref, timeout=10)
-    assert info.status is cf.Status.FAILED
-    assert info.error is not None and info.error.type == "Abandoned"
-    assert "abandoned by 2 worker(s)" in info.error.message
-    assert killed == ["a", "b"]
-    dead.set()
-
-
 def test_a_partitioned_holder_fences_itself_after_a_whole_lease(
     make_client: Any, store: MemoryStore, partitions: list[Partition]
 ) -> None:
@@ -265,27 +234,6 @@ def test_heartbeat_renews_and_reports_a_lost_lease(make_client: Any, store: Memo
     ref = client.enqueue("beat")
     wait_until(lambda: outcomes == ["renewed", "lost"], what="the second heartbeat")
     assert client.info(ref).steps["work"].heartbeat_at is not None
-
-
-def test_progress_is_readable_while_the_step_runs(make_client: Any) -> None:
-    halfway = threading.Event()
-    finish = threading.Event()
-    wf = cf.Workflow("progress")
-
-    @wf.step
-    def work(ctx: cf.StepContext, data: Any) -> str:
-        ctx.progress({"done": 50, "of": 100})
-        halfway.set()
-        finish.wait(10)
-        return "ok"
-
-    client = make_client(wf)
-    ref = client.enqueue("progress")
-    assert halfway.wait(5)
-    observer = make_client(wf, start=False)
-    assert observer.info(ref).steps["work"].progress == {"done": 50, "of": 100}
-    finish.set()
-    assert client.wait(ref, timeout=10).status is cf.Status.SUCCEEDED
 
 
 def test_claims_never_hand_one_attempt_to_two_workers(store: MemoryStore) -> None:

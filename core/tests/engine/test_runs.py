@@ -34,32 +34,6 @@ def diamond() -> cf.Workflow:
     return wf
 
 
-def test_data_flows_along_the_dag_and_the_result_is_the_last_output(make_client: Any) -> None:
-    client = make_client(diamond())
-    ref = client.enqueue("diamond", 1)
-    info = client.wait(ref, timeout=10)
-    assert info.status is cf.Status.SUCCEEDED
-    assert info.result == {"sum": 220, "payload": 1}
-    assert client.result(ref) == {"sum": 220, "payload": 1}
-    assert {n: s.output for n, s in info.steps.items()} == {
-        "start": 2,
-        "left": 20,
-        "right": 200,
-        "join": {"sum": 220, "payload": 1},
-    }
-    assert all(s.attempts == 1 and s.failures == 0 for s in info.steps.values())
-    assert info.finished_at is not None and info.finished_at >= info.created_at
-
-
-def test_several_last_steps_make_a_dict_result(make_client: Any) -> None:
-    wf = cf.Workflow("forks")
-    wf.step(lambda ctx, d: d, name="a")
-    wf.step(lambda ctx, d: "b", name="b", after=["a"])
-    wf.step(lambda ctx, d: "c", name="c", after=["a"])
-    client = make_client(wf)
-    assert client.result(client.enqueue("forks", 0), timeout=10) == {"b": "b", "c": "c"}
-
-
 def test_the_context_describes_the_attempt(make_client: Any) -> None:
     seen: dict[str, Any] = {}
     wf = cf.Workflow("ctx")
@@ -262,17 +236,6 @@ def test_result_of_a_failed_run_raises_run_failed(make_client: Any) -> None:
         client.result(ref, timeout=10)
     info = caught.value.info
     assert info.error is not None and info.error.traceback and "1 / 0" in info.error.traceback
-
-
-def test_submit_runs_an_unregistered_callable(make_client: Any) -> None:
-    client = make_client()
-    ref = client.submit(lambda a, b: a + b, 2, b=3)
-    assert client.result(ref, timeout=10) == 5
-
-    async def later() -> str:
-        return "async"
-
-    assert client.result(client.submit(later), timeout=10) == "async"
 
 
 def test_info_of_unknown_run(make_client: Any) -> None:

@@ -38,41 +38,6 @@ def test_a_waiting_run_holds_no_worker(make_client: Any) -> None:
     assert info.steps["approve"].output == {"by": "ops"}
 
 
-def test_a_sleeping_run_holds_no_worker(make_client: Any) -> None:
-    clock = cf.clock.Fake()
-    wf = cf.Workflow("napper")
-    wf.step(lambda ctx, d: d + 1, name="before")
-    nap = wf.sleep("nap", seconds=3600, after=["before"])
-    wf.step(lambda ctx, d: d * 10, name="after", after=[nap])
-    client = make_client(wf, busy_work(), workers=1, clock=clock)
-    sleeper = client.enqueue("napper", 1)
-    wait_until(
-        lambda: client.info(sleeper).steps["nap"].status is cf.StepStatus.SLEEPING, what="the sleep"
-    )
-    assert client.info(sleeper).status is cf.Status.WAITING
-    others = [client.enqueue("busy", n) for n in range(100)]
-    assert [client.result(ref, timeout=20) for ref in others] == [n * 2 for n in range(100)]
-    clock.advance(3599)
-    with pytest.raises(cf.WaitTimeout):
-        client.wait(sleeper, timeout=0.3)
-    clock.advance(1)
-    info = client.wait(sleeper, timeout=10)
-    assert info.result == 20
-    assert info.steps["nap"].output == 2  # a sleep passes its input through
-
-
-def test_a_signal_sent_before_the_wait_is_kept_for_it(make_client: Any) -> None:
-    gate = threading.Event()
-    wf = cf.Workflow("early")
-    wf.step(lambda ctx, d: gate.wait(10), name="slow")
-    wf.wait("approve", signal="approved", after=["slow"])
-    client = make_client(wf)
-    ref = client.enqueue("early")
-    assert client.signal(ref, "approved", "early bird") is cf.SignalResult.STORED
-    gate.set()
-    assert client.result(ref, timeout=10) == "early bird"
-
-
 def test_each_wait_consumes_one_signal(make_client: Any) -> None:
     wf = cf.Workflow("two-gates")
     first = wf.wait("first", signal="go")
@@ -90,20 +55,6 @@ def test_each_wait_consumes_one_signal(make_client: Any) -> None:
     client.signal(ref, "go", 2)
     info = client.wait(ref, timeout=10)
     assert (info.steps["first"].output, info.steps["second"].output) == (1, 2)
-
-
-def test_a_wait_past_its_deadline_fails_with_step_timeout(make_client: Any) -> None:
-    clock = cf.clock.Fake()
-    client = make_client(approval_flow(timeout=60), clock=clock)
-    ref = client.enqueue("approval", "A-2")
-    wait_until(lambda: client.info(ref).status is cf.Status.WAITING, what="the wait")
-    clock.advance(61)
-    info = client.wait(ref, timeout=10)
-    assert info.status is cf.Status.FAILED
-    assert info.error is not None and info.error.type == "StepTimeout"
-    assert "no signal 'approved' arrived" in info.error.message
-    assert info.steps["ship"].status is cf.StepStatus.CANCELLED
-    assert client.signal(ref, "approved", {"by": "late"}) is cf.SignalResult.RUN_FINISHED
 
 
 def test_signals_are_checked(make_client: Any) -> None:
@@ -126,30 +77,6 @@ def test_cancel_a_queued_run(make_client: Any) -> None:
     assert {s.status for s in info.steps.values()} == {cf.StepStatus.CANCELLED}
     assert client.cancel(ref) is False
     client.enqueue("approval", "A-3", key="k")  # the key is free again
-
-
-def test_cancel_reaches_a_running_step_and_its_outcome_is_not_written(make_client: Any) -> None:
-    started = threading.Event()
-    saw_cancel = threading.Event()
-    wf = cf.Workflow("long")
-
-    @wf.step
-    def work(ctx: cf.StepContext, data: Any) -> str:
-        started.set()
-        ctx.cancel_event.wait(10)
-        if ctx.cancelled:
-            saw_cancel.set()
-        return "finished anyway"
-
-    client = make_client(wf, interrupt=False)
-    ref = client.enqueue("long")
-    assert started.wait(5)
-    assert client.cancel(ref) is True
-    assert saw_cancel.wait(5)
-    info = client.wait(ref, timeout=10)
-    assert info.status is cf.Status.CANCELLED
-    assert info.steps["work"].output is None
-    assert info.steps["work"].status is cf.StepStatus.CANCELLED
 
 
 def test_cancel_from_another_client_arrives_at_the_next_renewal(
