@@ -127,13 +127,7 @@ class WorkerProcesses:
         """Start a worker and wait until its client runs."""
         if os.name != "posix":
             pytest.skip("worker-process tests need POSIX signals (SIGKILL, SIGSTOP)")
-        spec = self._target.worker_factory
-        if spec is None:
-            pytest.fail(
-                "this test runs the store in worker processes: give the StoreTarget a "
-                "worker_factory ('module:function', importable in a fresh interpreter)",
-                pytrace=False,
-            )
+        spec = self._require_worker_factory("this test runs the store in worker processes")
         self._directory.mkdir(parents=True, exist_ok=True)
         log = self._directory / f"{node_id}.log"
         command = [
@@ -159,10 +153,7 @@ class WorkerProcesses:
         ]
         if not interrupt:
             command.append("--no-interrupt")
-        env = dict(os.environ)
-        # The worker imports what this process can import (the worker factory may
-        # live next to the tests rather than in an installed package).
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env = self._environment()
         with log.open("w", encoding="utf-8") as stderr:
             popen = subprocess.Popen(  # noqa: S603 - our interpreter, our module, checked args
                 command,
@@ -183,6 +174,66 @@ class WorkerProcesses:
                 f"{popen.poll()}); log:\n{worker.log()}"
             )
         return worker
+
+    def migrate_at_once(self, namespace: str, count: int) -> list[list[str]]:
+        """Migrate ``namespace`` from ``count`` processes starting at one instant.
+
+        Returns what each process applied; fails the test, with the processes'
+        errors, when any of them failed.
+        """
+        spec = self._require_worker_factory("this test migrates from several processes")
+        # After every interpreter has started and connected, even on a loaded machine.
+        start_at = time.time() + 3.0 + 0.25 * count
+        command = [
+            sys.executable,
+            "-m",
+            "cairnflow_conformance._migrator",
+            "--factory",
+            spec,
+            "--namespace",
+            namespace,
+            "--config",
+            json.dumps(dict(self._target.worker_config)),
+            "--start-at",
+            str(start_at),
+        ]
+        racers = [
+            subprocess.Popen(  # noqa: S603 - our interpreter, our module, checked args
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._environment(),
+                text=True,
+            )
+            for _ in range(count)
+        ]
+        outputs = [racer.communicate(timeout=_READY_TIMEOUT * 4) for racer in racers]
+        failed = [err for racer, (_, err) in zip(racers, outputs, strict=True) if racer.returncode]
+        if failed:
+            pytest.fail(
+                f"{len(failed)} of {count} processes migrating at once failed; the first:\n"
+                f"{failed[0][-3000:]}",
+                pytrace=False,
+            )
+        return [list(json.loads(out.strip().splitlines()[-1])) for out, _ in outputs]
+
+    def _require_worker_factory(self, why: str) -> str:
+        spec = self._target.worker_factory
+        if spec is None:
+            pytest.fail(
+                f"{why}: give the StoreTarget a worker_factory ('module:function', importable "
+                f"in a fresh interpreter)",
+                pytrace=False,
+            )
+        return spec
+
+    @staticmethod
+    def _environment() -> dict[str, str]:
+        env = dict(os.environ)
+        # A process imports what this one can (the worker factory may live next to the
+        # tests rather than in an installed package).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        return env
 
     @property
     def started(self) -> list[WorkerProcess]:

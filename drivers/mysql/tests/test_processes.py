@@ -1,4 +1,5 @@
-"""Many processes on one server: concurrent migrations, and the acceptance load test.
+"""Many processes on one server: the acceptance load test (concurrent migrations are a kit
+proof of MULTI_PROCESS).
 
 Workers are real processes running ``python -m cairnflow worker``. Outcome writes
 are audited by a trigger in the database itself: every transition of a step into
@@ -254,39 +255,3 @@ def test_two_worker_processes_complete_2000_runs_each_outcome_written_once(
             f"{deadlocks}, lock wait timeouts {timeouts}; steps reclaimed from the killed "
             f"worker: {reclaimed}; nodes: {sorted(nodes)}"
         )
-
-
-MIGRATOR = """
-import sys, time
-from cairnflow_mysql import MySQLStore
-start_at = float(sys.argv[3])
-store = MySQLStore(sys.argv[1], table_prefix=sys.argv[2])
-time.sleep(max(0.0, start_at - time.time()))
-print(",".join(store.migrate()) or "-")
-store.close()
-"""
-
-
-def test_eight_processes_migrating_at_once_apply_each_version_once(
-    server: Server, prefix: str
-) -> None:
-    start_at = time.time() + 3.0  # every process starts migrating at the same instant
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", MIGRATOR, server.url, prefix, str(start_at)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for _ in range(8)
-    ]
-    outputs = [process.communicate(timeout=120) for process in processes]
-    assert [p.returncode for p in processes] == [0] * 8, [err.decode() for _, err in outputs]
-    applied = [out.decode().strip() for out, _ in outputs]
-    assert sorted(applied) == ["-"] * 7 + ["001_runs,002_steps,003_signals"]
-    rows = server.query(f"SELECT version, COUNT(*) FROM `{prefix}migrations` GROUP BY version")
-    assert sorted(rows) == [(1, 1), (2, 1), (3, 1)]
-    store = MySQLStore(server.url, table_prefix=prefix)
-    try:
-        store.check_schema()
-    finally:
-        store.close()

@@ -1,4 +1,5 @@
-"""Many processes on one SQLite file: concurrent migrations, and a worker killed midway.
+"""Many processes on one SQLite file: a worker killed midway (concurrent migrations are a
+kit proof of MULTI_PROCESS).
 
 Workers are real processes running ``cairn worker``. Outcome writes are
 audited by a trigger in the database itself: every transition of a step into
@@ -173,35 +174,3 @@ def test_four_worker_processes_one_killed_midway(tmp_path: Path) -> None:
         assert "database is locked" not in text, name
         assert "SQLITE_BUSY" not in text, name
         assert "Traceback" not in text, (name, text[-2000:])
-
-
-MIGRATOR = """
-import sys, time
-from cairnflow_sqlite import SQLiteStore
-start_at = float(sys.argv[2])
-time.sleep(max(0.0, start_at - time.time()))
-print(",".join(SQLiteStore(sys.argv[1]).migrate()) or "-")
-"""
-
-
-def test_eight_processes_migrating_at_once_apply_each_version_once(tmp_path: Path) -> None:
-    db = tmp_path / "race.db"
-    start_at = time.time() + 2.0  # every process starts migrating at the same instant
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", MIGRATOR, str(db), str(start_at)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for _ in range(8)
-    ]
-    outputs = [process.communicate(timeout=60) for process in processes]
-    assert [p.returncode for p in processes] == [0] * 8, [err.decode() for _, err in outputs]
-    applied = [
-        label for out, _ in outputs for label in out.decode().strip().split(",") if label != "-"
-    ]
-    # Each version was applied by exactly one process (maybe not the same one for both).
-    assert sorted(applied) == ["001_init", "002_partial_active_key"]
-    assert count(db, "SELECT COUNT(*) FROM cf_migrations") == 2
-    assert count(db, "SELECT COUNT(*) FROM cf_migrations WHERE version = 1") == 1
-    SQLiteStore(db).check_schema()

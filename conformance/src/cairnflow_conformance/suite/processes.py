@@ -37,6 +37,23 @@ class MultiProcessTests:
 
     @_GROUP
     @proves(Cap.MULTI_PROCESS)
+    def test_eight_processes_migrating_at_once_apply_each_version_once(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # Deploys start many processes at once, each calling migrate(): the store must
+        # serialise them (a lock taken before the ledger is read), so each version is
+        # applied by exactly one of them and none fails.
+        kit = cairnflow_kit
+        fresh = kit.fresh_namespace()
+        applied = kit.processes.migrate_at_once(fresh, 8)
+        labels = [label for one in applied for label in one]
+        assert len(labels) == len(set(labels)), f"a version was applied twice: {applied}"
+        store = kit.open_store(fresh)
+        store.check_schema()
+        assert store.migrate() == [], "every version was applied already"
+
+    @_GROUP
+    @proves(Cap.MULTI_PROCESS)
     def test_worker_processes_complete_every_run_with_each_step_once(
         self, cairnflow_kit: Kit
     ) -> None:
