@@ -160,3 +160,29 @@ def test_pool_replaces_a_connection_that_fails_its_check() -> None:
     first.close()  # the server dropped it while it was idle
     with pool.connection() as second:
         assert second is not first
+
+
+class _DictArgsError(Exception):
+    """What pg8000 raises: the server's error fields as a dict in ``args[0]``."""
+
+
+class _PgcodeError(Exception):
+    """What psycopg2 raises: the SQLSTATE on ``pgcode``."""
+
+    def __init__(self, pgcode: str) -> None:
+        super().__init__("error")
+        self.pgcode = pgcode
+
+
+def test_the_default_classifier_reads_the_sqlstate_of_every_common_postgres_driver() -> None:
+    from cairnflow.sql import ErrorClass, default_classifier
+
+    unique = _DictArgsError({"S": "ERROR", "C": "23505", "M": "duplicate key value"})
+    assert default_classifier(unique).unique_violation
+    assert default_classifier(_DictArgsError({"C": "40P01", "M": "deadlock"})).retryable
+    assert default_classifier(_DictArgsError({"C": "57P01", "M": "terminating"})).unavailable
+    assert default_classifier(_PgcodeError("23505")).unique_violation
+    assert default_classifier(_PgcodeError("08006")).unavailable
+    neither = ErrorClass()
+    assert default_classifier(_DictArgsError({"C": "42P01", "M": "no such table"})) == neither
+    assert default_classifier(ValueError("no sqlstate at all")) == neither

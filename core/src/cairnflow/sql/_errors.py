@@ -69,12 +69,32 @@ def _pymysql(exc: BaseException) -> ErrorClass:
     return NEITHER
 
 
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE a DB-API driver put on ``exc``, wherever it keeps it.
+
+    psycopg 3 (``exc.sqlstate``), psycopg2 (``exc.pgcode``), pg8000 and other
+    drivers that pass the server's error fields as a dict (``exc.args[0]["C"]``).
+    """
+    for attribute in ("sqlstate", "pgcode"):
+        value = getattr(exc, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    if exc.args and isinstance(exc.args[0], dict):
+        code = exc.args[0].get("C")
+        if isinstance(code, str) and code:
+            return code
+    return None
+
+
 def default_classifier(exc: BaseException) -> ErrorClass:
-    """Knows the errors of sqlite3, psycopg (by SQLSTATE) and PyMySQL (by error code).
+    """Knows the errors of sqlite3, PyMySQL (by error number) and every Postgres driver
+    that exposes the SQLSTATE (psycopg 3, psycopg2, pg8000: see :func:`_sqlstate`).
 
     It recognises the drivers by the shape of their exceptions, so the core
     imports none of them. Connection errors of any driver (``OSError``,
-    ``ConnectionError``) are unavailable.
+    ``ConnectionError``) are unavailable. A driver whose errors carry neither
+    gives the store its own classifier (``error_classifier=``), falling back to
+    this one.
     """
     if isinstance(exc, sqlite3.Error):
         return _sqlite(exc)
@@ -83,7 +103,7 @@ def default_classifier(exc: BaseException) -> ErrorClass:
         # Before the SQLSTATE: PyMySQL >= 1.1 sets exc.sqlstate too, but to MySQL's states
         # ('23000' for a duplicate key, 'HY000' for a lock wait timeout), not Postgres's.
         return _pymysql(exc)
-    sqlstate = getattr(exc, "sqlstate", None)
+    sqlstate = _sqlstate(exc)
     if isinstance(sqlstate, str):
         if sqlstate in _PG_UNIQUE:
             return ErrorClass(unique_violation=True)
