@@ -21,7 +21,14 @@ class Notifier(Protocol):
     """Sends and receives "work may be due" hints on a channel."""
 
     def notify(self, channel: str) -> None:
-        """Tell every listener of ``channel`` (in any process the notifier reaches)."""
+        """Tell every listener of ``channel`` (in any process the notifier reaches).
+
+        Requirement: it must not block its caller. The engine calls it from an
+        enqueue and from the committer, right after a write: a notifier whose
+        transport can stall (a broker, a second connection) hands the hint to a
+        thread of its own and returns; a hint it cannot send is dropped (the
+        listeners' polls find the work).
+        """
         ...
 
     def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
