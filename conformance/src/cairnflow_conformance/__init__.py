@@ -16,6 +16,7 @@ A capability the store declares is accepted only once a kit test proved it on
 that store; see the README's "Write a driver".
 """
 
+from . import _rewrite  # noqa: F401 - first: the kit's asserts are rewritten by pytest
 from ._kit import Kit
 from ._markers import UnknownCapability, proves, refuses
 from ._target import NAMESPACE_PATTERN, StoreTarget, new_namespace

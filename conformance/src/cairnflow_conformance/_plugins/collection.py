@@ -6,8 +6,8 @@ collection error naming them, so the session stops before a test runs:
 * a ``proves``/``refuses`` marker naming a capability outside ``cairnflow.Cap``;
 * a suite subclass that deletes a kit test, or overrides one without
   ``pytest.mark.xfail(reason=...)`` (an xfail-marked override is how a driver
-  says "known not to pass yet"; it proves nothing, so the proof gate still
-  fails if it was the only test of a declared capability);
+  says "known not to pass yet"; it proves nothing and holds its capability
+  unproven, so the proof gate fails while the store declares it);
 * a kit test function marked ``skip``/``xfail`` in place (the mark would land on
   the kit's shared function, for every suite in the session).
 """

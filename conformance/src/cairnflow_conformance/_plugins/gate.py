@@ -1,4 +1,4 @@
-"""The proof gate: every declared capability needs a kit test that passed on the store.
+"""The proof gate: every kit test of a declared capability must pass on the store.
 
 Kit tests carry what they prove on their reports (``user_properties``), so the
 verdict is reached in the process that sees every report: the only process
@@ -6,7 +6,8 @@ without pytest-xdist, the controller with it. Workers add how many kit tests
 they deselected (``workeroutput``). A subset run (``-k``, ``-m``, ``--lf``,
 ``--deselect``, a deselecting plugin, node ids that leave kit tests out) turns
 a failed gate into a warning; a full run that leaves a declared capability
-unproven fails the session and names it.
+unproven fails the session and names it, with each test that held it back
+and why (see :mod:`cairnflow_conformance.report` for the rule).
 """
 
 from __future__ import annotations
@@ -17,12 +18,21 @@ from typing import Any
 
 import pytest
 
-from ..report import TargetResult, TestRecord, build_report, summarize, write_report
-from ..suite import kit_tests, proving_tests
+from .._markers import KitMarks
+from ..report import (
+    KitProof,
+    TargetResult,
+    TestRecord,
+    build_report,
+    explain,
+    summarize,
+    write_report,
+)
+from ..suite import kit_tests
 from .collection import STATIC_PROPERTY, is_suite_item
 from .fixtures import TARGET_PROPERTY
 
-__all__ = ["Ledger", "ProofGate"]
+__all__ = ["Ledger", "ProofGate", "kit_proofs"]
 
 _DESELECTED = "cairnflow_conformance_deselected"
 
@@ -52,8 +62,34 @@ class Ledger:
         record.phases[report.when] = report.outcome
         if hasattr(report, "wasxfail"):
             record.xfail = True
-        if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
-            record.reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            record.reason = record.reason or str(report.wasxfail) or None
+        if record.reason is None:
+            record.reason = _reason(report)
+
+
+def _reason(report: pytest.TestReport) -> str | None:
+    """The skip reason, or where and how a phase failed (its first line)."""
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        lines = str(getattr(crash, "message", "") or "").strip().splitlines()
+        how = lines[0][:200] if lines else "failed"
+        return how if report.when == "call" else f"error in {report.when}: {how}"
+    return None
+
+
+def kit_proofs() -> dict[str, KitProof]:
+    """Every kit test by name: what it proves and requires (capability values)."""
+    proofs: dict[str, KitProof] = {}
+    for name, function in kit_tests().items():
+        marks = KitMarks.from_marks(getattr(function, "pytestmark", []), name)
+        if marks is not None:
+            proofs[name] = KitProof(
+                frozenset(c.value for c in marks.proves),
+                frozenset(c.value for c in marks.requires),
+            )
+    return proofs
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -129,7 +165,7 @@ class ProofGate:
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             return
         ledger.subset = _subset_reasons(self.config, ledger)
-        ledger.results = summarize(ledger.records.values(), [c.value for c in proving_tests()])
+        ledger.results = summarize(ledger.records.values(), kit_proofs())
         subset = bool(ledger.subset)
         failed_gate = any(r.gate(subset) == "failed" for r in ledger.results)
         if failed_gate and session.exitstatus in (
@@ -172,13 +208,8 @@ def _show(tr: Any, result: TargetResult, subset: bool) -> None:
     undeclared = sorted(set(result.skipped) - set(result.declared))
     if undeclared:
         tr.write_line(f"  not declared, their tests skipped: {', '.join(undeclared)}")
-    for cap in result.unproven:
-        why = (
-            "no kit test proves it yet"
-            if cap in result.untested
-            else "no kit test proving it passed on this store"
-        )
-        tr.write_line(f"  UNPROVEN: {cap} ({why})", red=not subset, yellow=subset)
+    for line in explain(result.why_unproven, subset):
+        tr.write_line(f"  {line}", red=not subset, yellow=subset)
     gate = result.gate(subset)
     if gate == "failed":
         tr.write_line(
@@ -193,4 +224,6 @@ def _show(tr: Any, result: TargetResult, subset: bool) -> None:
             yellow=True,
         )
     else:
-        tr.write_line("  proof gate passed: every declared capability was proven", green=True)
+        tr.write_line(
+            "  proof gate passed: every kit test of every declared capability passed", green=True
+        )
