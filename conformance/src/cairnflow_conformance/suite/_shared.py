@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import cairnflow as cf
 from cairnflow.clock import Real
+from cairnflow.store import ClaimRequest, Store
 from cairnflow.testing import wait_until
 
-__all__ = ["TIMEOUT", "BehindClock", "diamond", "step_status_is", "wait_until"]
+if TYPE_CHECKING:
+    from .._kit import Kit
+
+__all__ = [
+    "TIMEOUT",
+    "BehindClock",
+    "claim_tokens",
+    "diamond",
+    "enqueue_and_claim",
+    "step_status_is",
+    "wait_until",
+]
 
 TIMEOUT = 20.0
 """How long a kit test waits for anything before it fails (never a speed assertion)."""
@@ -51,3 +64,21 @@ class BehindClock:
 def step_status_is(client: cf.Client, run: cf.RunRef, step: str, status: cf.StepStatus) -> bool:
     """True when ``step`` of ``run`` has ``status`` (for :func:`wait_until`)."""
     return client.info(run).steps[step].status is status
+
+
+def claim_tokens(store: Store, workflow: str) -> dict[str, str]:
+    """Claim every ready step of ``workflow`` (up to 10): run id -> lease token."""
+    now = time.time_ns()
+    got = store.claim(ClaimRequest(frozenset({workflow}), 10, now, now + 60 * 10**9, "kit-node"))
+    return {a.run_id: a.token for a in got}
+
+
+def enqueue_and_claim(
+    kit: Kit, workflow: str, runs: int
+) -> tuple[list[cf.RunRef], dict[str, str]]:
+    """``runs`` runs of a one-step ``workflow``, every step claimed: (refs, run id -> token)."""
+    client = kit.client(cf.Workflow(workflow, steps=[cf.Step("a", lambda c, d: d)]), start=False)
+    refs = [client.enqueue(workflow, n) for n in range(runs)]
+    tokens = claim_tokens(kit.store, workflow)
+    assert set(tokens) == {r.id for r in refs}
+    return refs, tokens

@@ -28,7 +28,7 @@ from cairnflow.store import (
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT
+from ._shared import TIMEOUT, claim_tokens, enqueue_and_claim
 
 __all__ = ["BaselineTests"]
 
@@ -215,9 +215,9 @@ class BaselineTests:
         # else the kernel default: either way each item is fenced alone, in order.
         store = cairnflow_kit.store
         finish_many = _outcomes(store).finish_many
-        refs, first = _enqueue_and_claim(cairnflow_kit, "kit-group", 3)
+        refs, first = enqueue_and_claim(cairnflow_kit, "kit-group", 3)
         assert store.hand_back([first[refs[1].id]], time.time_ns()) == 1
-        second = _claim_tokens(store, "kit-group")
+        second = claim_tokens(store, "kit-group")
         stale, fresh = first[refs[1].id], second[refs[1].id]
         failure = Failed(cf.ErrorInfo("ValueError", "no"), retry_at=None)
         results = finish_many(
@@ -250,7 +250,7 @@ class BaselineTests:
         # may write them in one statement; every output must come back as it went in,
         # whatever its bytes and its size, and each run must end.
         finish_many = _outcomes(cairnflow_kit.store).finish_many
-        refs, token_of = _enqueue_and_claim(cairnflow_kit, "kit-batch", 6)
+        refs, token_of = enqueue_and_claim(cairnflow_kit, "kit-batch", 6)
         outputs = [b"", b"\x00\xff\xfe'\"\\;--", b"x" * 70_000, b"null", b"[1, 2]", b'"six"']
         results = finish_many(
             [(token_of[r.id], Succeeded(out)) for r, out in zip(refs, outputs, strict=True)],
@@ -276,7 +276,7 @@ class BaselineTests:
         )
         client = cairnflow_kit.client(wf, start=False)
         chained, stale_run = client.enqueue("kit-refill", 1), client.enqueue("kit-refill", 2)
-        tokens = _claim_tokens(store, "kit-refill")
+        tokens = claim_tokens(store, "kit-refill")
         assert store.hand_back([tokens[stale_run.id]], time.time_ns()) == 1
         now = time.time_ns()
         request = ClaimRequest(frozenset({"kit-refill"}), 5, now, now + 60 * 10**9, "kit-node")
@@ -343,21 +343,3 @@ def _outcomes(store: Store) -> BatchOutcomes:
     """How the engine writes outcomes on ``store``: its batch-outcomes facet, or the
     kernel default (one ``finish`` per outcome, then the claim)."""
     return StoreFacets.of(store).outcomes
-
-
-def _claim_tokens(store: Store, workflow: str) -> dict[str, str]:
-    """Claim every ready step of ``workflow`` (up to 10): run id -> lease token."""
-    now = time.time_ns()
-    got = store.claim(ClaimRequest(frozenset({workflow}), 10, now, now + 60 * 10**9, "kit-node"))
-    return {a.run_id: a.token for a in got}
-
-
-def _enqueue_and_claim(
-    kit: Kit, workflow: str, runs: int
-) -> tuple[list[cf.RunRef], dict[str, str]]:
-    """``runs`` runs of a one-step ``workflow``, every step claimed: (refs, run id -> token)."""
-    client = kit.client(cf.Workflow(workflow, steps=[cf.Step("a", lambda c, d: d)]), start=False)
-    refs = [client.enqueue(workflow, n) for n in range(runs)]
-    tokens = _claim_tokens(kit.store, workflow)
-    assert set(tokens) == {r.id for r in refs}
-    return refs, tokens
