@@ -48,6 +48,7 @@ from .context import StepContext
 from .drivers import open_store
 from .notify import LocalNotifier, Notifier
 from .retry import NO_RETRY, Backoff, RetryPolicy
+from .schedule import Misfire, Overlap, Schedule, Window
 from .store import MemoryStore, SignalResult, Store
 from .workflow import DEFAULT_QUEUE, Sleep, Step, Wait, Workflow
 
@@ -71,7 +72,9 @@ __all__ = [
     "LeaseLost",
     "LocalNotifier",
     "MemoryStore",
+    "Misfire",
     "Notifier",
+    "Overlap",
     "PayloadTooLarge",
     "Permanent",
     "RetryPolicy",
@@ -81,6 +84,7 @@ __all__ = [
     "RunNotFound",
     "RunOverview",
     "RunRef",
+    "Schedule",
     "SchemaNotReady",
     "SchemaTooNew",
     "SignalResult",
@@ -99,6 +103,7 @@ __all__ = [
     "Unsupported",
     "Wait",
     "WaitTimeout",
+    "Window",
     "Workflow",
     "__version__",
     "clock",
