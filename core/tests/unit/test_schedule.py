@@ -54,6 +54,15 @@ def wall(ns: int, tz: ZoneInfo) -> str:
     return from_ns(ns).astimezone(tz).isoformat()
 
 
+def walls(instants: list[int], tz: ZoneInfo) -> list[str]:
+    return [wall(ns, tz) for ns in instants]
+
+
+def fires(schedule: Schedule, after_ns: int, count: int) -> list[str]:
+    """The wall times of the next ``count`` ticks after ``after_ns``, in the schedule's zone."""
+    return walls(ticks(schedule, after_ns, count), ZoneInfo(schedule.tz))
+
+
 def ticks(schedule: Schedule, after_ns: int, count: int) -> list[int]:
     result: list[int] = []
     for _ in range(count):
@@ -254,8 +263,7 @@ class TestIdsAndFingerprints:
 class TestDaylightSaving:
     def test_berlin_daily_spring_forward_fires_when_the_clock_jumps(self) -> None:
         daily = Schedule("d", "30 2 * * *", tz="Europe/Berlin")
-        fired = ticks(daily, at(2024, 3, 30, 12, tz=BERLIN), 3)
-        assert [wall(t, BERLIN) for t in fired] == [
+        assert fires(daily, at(2024, 3, 30, 12, tz=BERLIN), 3) == [
             "2024-03-31T03:00:00+02:00",
             "2024-04-01T02:30:00+02:00",
             "2024-04-02T02:30:00+02:00",
@@ -263,8 +271,7 @@ class TestDaylightSaving:
 
     def test_berlin_daily_fall_back_fires_once_at_the_first_occurrence(self) -> None:
         daily = Schedule("d", "30 2 * * *", tz="Europe/Berlin")
-        fired = ticks(daily, at(2024, 10, 26, 12, tz=BERLIN), 3)
-        assert [wall(t, BERLIN) for t in fired] == [
+        assert fires(daily, at(2024, 10, 26, 12, tz=BERLIN), 3) == [
             "2024-10-27T02:30:00+02:00",
             "2024-10-28T02:30:00+01:00",
             "2024-10-29T02:30:00+01:00",
@@ -275,15 +282,16 @@ class TestDaylightSaving:
         assert wall(daily.prev_fire(second_pass), BERLIN) == "2024-10-27T02:30:00+02:00"
 
     def test_berlin_hourly_across_both_changes(self) -> None:
-        spring = ticks(hourly(tz="Europe/Berlin"), at(2024, 3, 31, 0, 30, tz=BERLIN), 3)
-        assert [wall(t, BERLIN) for t in spring] == [
+        berlin = hourly(tz="Europe/Berlin")
+        spring = ticks(berlin, at(2024, 3, 31, 0, 30, tz=BERLIN), 3)
+        assert walls(spring, BERLIN) == [
             "2024-03-31T01:00:00+01:00",
             "2024-03-31T03:00:00+02:00",
             "2024-03-31T04:00:00+02:00",
         ]
         assert spring[1] - spring[0] == HOUR  # every real hour
-        fall = ticks(hourly(tz="Europe/Berlin"), at(2024, 10, 27, 0, 30, tz=BERLIN), 4)
-        assert [wall(t, BERLIN) for t in fall] == [
+        fall = ticks(berlin, at(2024, 10, 27, 0, 30, tz=BERLIN), 4)
+        assert walls(fall, BERLIN) == [
             "2024-10-27T01:00:00+02:00",
             "2024-10-27T02:00:00+02:00",
             "2024-10-27T03:00:00+01:00",  # 02:00 CET is not fired again
@@ -293,8 +301,7 @@ class TestDaylightSaving:
 
     def test_half_past_hourly_fires_at_the_jump_and_on_its_minute(self) -> None:
         half = Schedule("h", "30 * * * *", tz="Europe/Berlin")
-        fired = ticks(half, at(2024, 3, 31, 1, 0, tz=BERLIN), 3)
-        assert [wall(t, BERLIN) for t in fired] == [
+        assert fires(half, at(2024, 3, 31, 1, 0, tz=BERLIN), 3) == [
             "2024-03-31T01:30:00+01:00",
             "2024-03-31T03:00:00+02:00",
             "2024-03-31T03:30:00+02:00",
@@ -325,32 +332,27 @@ class TestDaylightSaving:
 
     def test_new_york_daily_0230_and_0130(self) -> None:
         daily = Schedule("d", "30 2 * * *", tz="America/New_York")
-        spring = ticks(daily, at(2024, 3, 9, 12, tz=NEW_YORK), 2)
-        assert [wall(t, NEW_YORK) for t in spring] == [
+        assert fires(daily, at(2024, 3, 9, 12, tz=NEW_YORK), 2) == [
             "2024-03-10T03:00:00-04:00",
             "2024-03-11T02:30:00-04:00",
         ]
-        fall = ticks(daily, at(2024, 11, 2, 12, tz=NEW_YORK), 2)  # 02:30 exists once there
-        assert [wall(t, NEW_YORK) for t in fall] == [
+        assert fires(daily, at(2024, 11, 2, 12, tz=NEW_YORK), 2) == [  # 02:30 exists once there
             "2024-11-03T02:30:00-05:00",
             "2024-11-04T02:30:00-05:00",
         ]
         repeated = Schedule("r", "30 1 * * *", tz="America/New_York")
-        fall = ticks(repeated, at(2024, 11, 2, 12, tz=NEW_YORK), 2)
-        assert [wall(t, NEW_YORK) for t in fall] == [
+        assert fires(repeated, at(2024, 11, 2, 12, tz=NEW_YORK), 2) == [
             "2024-11-03T01:30:00-04:00",
             "2024-11-04T01:30:00-05:00",
         ]
 
     def test_new_york_hourly(self) -> None:
-        spring = ticks(hourly(tz="America/New_York"), at(2024, 3, 10, 0, 30, tz=NEW_YORK), 3)
-        assert [wall(t, NEW_YORK) for t in spring] == [
+        assert fires(hourly(tz="America/New_York"), at(2024, 3, 10, 0, 30, tz=NEW_YORK), 3) == [
             "2024-03-10T01:00:00-05:00",
             "2024-03-10T03:00:00-04:00",
             "2024-03-10T04:00:00-04:00",
         ]
-        fall = ticks(hourly(tz="America/New_York"), at(2024, 11, 3, 0, 30, tz=NEW_YORK), 3)
-        assert [wall(t, NEW_YORK) for t in fall] == [
+        assert fires(hourly(tz="America/New_York"), at(2024, 11, 3, 0, 30, tz=NEW_YORK), 3) == [
             "2024-11-03T01:00:00-04:00",
             "2024-11-03T02:00:00-05:00",
             "2024-11-03T03:00:00-05:00",
@@ -427,6 +429,15 @@ class TestWindows:
         assert either.in_window(at(2026, 3, 2, 8, 30))
         assert either.in_window(at(2026, 3, 3, 23, 0))
         assert not either.in_window(at(2026, 3, 3, 8, 30))
+
+    def test_a_tick_moved_out_of_a_gap_is_judged_where_it_fires(self) -> None:
+        night = Schedule(
+            "n", "30 2 * * *", tz="Europe/Berlin", windows=(Window("*", "02:00", "03:00"),)
+        )
+        moved = night.next_fire(at(2024, 3, 30, 12, tz=BERLIN))
+        assert wall(moved, BERLIN) == "2024-03-31T03:00:00+02:00"
+        assert not night.in_window(moved)
+        assert night.in_window(night.next_fire(moved))
 
     @pytest.mark.parametrize(
         ("kwargs", "message"),
