@@ -553,9 +553,12 @@ def plan_ticks(
 ) -> TickPlan:
     """Decide one pass: which ticks due in [``stored_next_ns``, ``now_ns``] fire.
 
-    ``previous_unfinished`` says a run the schedule started is unfinished;
-    ``paused`` that the schedule is paused now; ``resumed_at_ns`` when it was
-    last resumed, if it was ever paused. The rules, in order:
+    ``stored_next_ns`` is the schedule's stored next fire (first stored as
+    ``schedule.next_fire(now)``, and again when the fingerprint changes); only
+    real ticks at or after it count, so an unaligned value fires nothing early.
+    ``now_ns`` is the scheduling clock's now. ``previous_unfinished`` says a
+    run the schedule started is unfinished; ``paused`` that the schedule is
+    paused now; ``resumed_at_ns`` when it was last resumed, if it ever was. The rules, in order:
 
     1. A tick due while the schedule was paused (every due tick if it is paused
        now, else those before ``resumed_at_ns``) never fires: ``paused``.
