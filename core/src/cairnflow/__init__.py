@@ -50,6 +50,7 @@ from .context import StepContext
 from .drivers import open_store
 from .notify import LocalNotifier, Notifier
 from .retry import NO_RETRY, Backoff, RetryPolicy
+from .schedule import Misfire, Overlap, Schedule, Window
 from .store import MemoryStore, SignalResult, Store
 from .workflow import DEFAULT_QUEUE, Sleep, Step, Wait, Workflow
 
@@ -73,8 +74,10 @@ __all__ = [
     "LeaseLost",
     "LocalNotifier",
     "MemoryStore",
+    "Misfire",
     "Notifier",
     "OutcomeRefused",
+    "Overlap",
     "PayloadTooLarge",
     "Permanent",
     "RetryPolicy",
@@ -84,6 +87,7 @@ __all__ = [
     "RunNotFound",
     "RunOverview",
     "RunRef",
+    "Schedule",
     "SchemaNotReady",
     "SchemaTooNew",
     "SignalResult",
@@ -103,6 +107,7 @@ __all__ = [
     "Unsupported",
     "Wait",
     "WaitTimeout",
+    "Window",
     "Workflow",
     "__version__",
     "clock",
