@@ -28,7 +28,7 @@ from cairnflow.store import (
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT, claim_tokens, enqueue_and_claim
+from ._shared import TIMEOUT, claim_tokens, enqueue_and_claim, wait_until
 
 __all__ = ["BaselineTests"]
 
@@ -127,6 +127,30 @@ class BaselineTests:
         assert joins == [ref.id]
         assert info.steps["join"].attempts == 1
         assert all(s.status is cf.StepStatus.SUCCEEDED for s in info.steps.values())
+
+    @proves()
+    def test_a_join_waits_for_its_slowest_parent(self, cairnflow_kit: Kit) -> None:
+        # Parents that do not finish together: the join must stay blocked until the last
+        # one succeeded, and then run once with every parent's output.
+        slow_may_finish = threading.Event()
+        wf = cf.Workflow("kit-staggered")
+        wf.step(lambda c, d: "fast", name="fast")
+        wf.step(lambda c, d: slow_may_finish.wait(TIMEOUT) and "slow", name="slow")
+        wf.step(lambda c, d: d, name="join", after=["fast", "slow"])
+        client = cairnflow_kit.client(wf)
+        ref = client.enqueue("kit-staggered")
+        wait_until(
+            lambda: client.info(ref).steps["fast"].status is cf.StepStatus.SUCCEEDED,
+            timeout=TIMEOUT,
+            what="the fast parent",
+        )
+        # The fast parent's own transaction decided the join: still one parent to go.
+        assert client.info(ref).steps["join"].status is cf.StepStatus.BLOCKED
+        slow_may_finish.set()
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED, info.error
+        assert info.result == {"fast": "fast", "slow": "slow"}
+        assert info.steps["join"].attempts == 1
 
     @proves()
     def test_a_failed_step_fails_the_run_and_cancels_every_other_step(

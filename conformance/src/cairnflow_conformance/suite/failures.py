@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import cairnflow as cf
 from cairnflow import Cap
+from cairnflow.store import ClaimedAttempt, ClaimRequest, Failed, Outcome, Snoozed
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT, step_status_is, wait_until
+from ._shared import TIMEOUT, enqueue_and_claim, step_status_is, wait_until
 
 __all__ = ["RetryTests", "SnoozeTests", "StepTimeoutTests"]
 
@@ -121,6 +123,13 @@ class RetryTests:
         clock.advance(60)
         assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
         assert attempts == [1, 2, 3]
+
+
+    @proves(Cap.RETRY)
+    def test_a_retry_is_claimable_only_once_its_backoff_is_over(self, cairnflow_kit: Kit) -> None:
+        # At the SPI, on explicit times (a store never reads a clock): a failure with a
+        # retry time leaves the step out of every claim and promotion until that time.
+        assert_held_until(cairnflow_kit, "kit-backoff-spi", _retry_in)
 
 
 class StepTimeoutTests:
@@ -251,3 +260,34 @@ class SnoozeTests:
         assert info.status is cf.Status.SUCCEEDED
         assert (info.steps["poll"].attempts, info.steps["poll"].failures) == (3, 0)
         assert info.steps["poll"].error is None
+
+    @proves(Cap.SNOOZE)
+    def test_a_snoozed_step_is_claimable_only_once_it_is_due(self, cairnflow_kit: Kit) -> None:
+        assert_held_until(cairnflow_kit, "kit-snooze-spi", lambda due: Snoozed(until=due))
+
+
+_S = 10**9
+
+
+def _retry_in(due: int) -> Outcome:
+    return Failed(cf.ErrorInfo("ConnectionError", "try again"), retry_at=due)
+
+
+def assert_held_until(kit: Kit, workflow: str, held: Callable[[int], Outcome]) -> None:
+    """Finish a claimed attempt with ``held(due)``: no claim or promotion takes the step
+    before ``due``, and the first one at ``due`` does (with the attempt counted once)."""
+    store = kit.store
+    (ref,), token_of = enqueue_and_claim(kit, workflow, 1)
+    names = frozenset({workflow})
+    now = time.time_ns()
+    due = now + 600 * _S
+    assert store.finish(token_of[ref.id], held(due), now).applied
+
+    def claim(at: int) -> list[ClaimedAttempt]:
+        store.advance_due(now=at, workflows=names, limit=10)
+        return store.claim(ClaimRequest(names, 10, at, at + 60 * _S, "kit-node"))
+
+    for early in (now, now + 1 * _S, due - 1):
+        assert claim(early) == [], f"taken {(due - early) / _S:.9f}s before it was due"
+    (again,) = claim(due)
+    assert (again.run_id, again.attempt) == (ref.id, 2)

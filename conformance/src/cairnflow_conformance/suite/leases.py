@@ -20,7 +20,7 @@ from cairnflow.store import AttemptState, ClaimRequest, Failed, Succeeded
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT, BehindClock, wait_until
+from ._shared import TIMEOUT, BehindClock, enqueue_and_claim, step_status_is, wait_until
 
 __all__ = ["HeartbeatTests", "LeaseTests", "ProgressTests"]
 
@@ -221,6 +221,52 @@ class LeaseTests:
         assert (finished.status, finished.reclaims) == (cf.StepStatus.SUCCEEDED, 1)
         assert cairnflow_kit.stored_output(ref, "a") == "fresh"
         assert client.info(ref).status is cf.Status.SUCCEEDED
+
+    @proves(Cap.LEASE)
+    def test_a_renewed_lease_is_not_reclaimed_before_its_new_end(self, cairnflow_kit: Kit) -> None:
+        # At the SPI, on explicit times: renew() must move lease_until itself.
+        store = cairnflow_kit.store
+        (ref,), token_of = enqueue_and_claim(cairnflow_kit, "kit-renew-spi", 1)
+        names = frozenset({"kit-renew-spi"})
+        now = time.time_ns()
+        renewed = now + 600 * _S  # far past the claim's own lease (60 s)
+        result = store.renew([token_of[ref.id]], renewed)
+        assert (result.lost, result.cancelled) == (frozenset(), frozenset())
+        early = store.reclaim_expired(
+            lease_now=renewed - 1, now=now, workflows=names, max_reclaims=5, limit=10
+        )
+        assert (early.requeued, early.abandoned) == (0, ()), "reclaimed before the renewed end"
+        late = store.reclaim_expired(
+            lease_now=renewed + 1, now=now, workflows=names, max_reclaims=5, limit=10
+        )
+        assert late.requeued == 1
+
+    @proves(Cap.LEASE)
+    def test_a_step_running_several_leases_keeps_its_lease_while_a_rescuer_watches(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # Only the background renewal keeps the attempt: no heartbeat, and another
+        # client polls for expired leases the whole time.
+        lease = 2.0
+
+        def long(ctx: cf.StepContext, data: Any) -> str:
+            time.sleep(3 * lease)
+            return "done"
+
+        wf = cf.Workflow("kit-long", steps=[cf.Step("long", long)])
+        client = cairnflow_kit.client(wf, lease=lease)
+        ref = client.enqueue("kit-long")
+        wait_until(
+            lambda: step_status_is(client, ref, "long", cf.StepStatus.RUNNING),
+            timeout=TIMEOUT,
+            what="the long step to start",
+        )
+        rescuer = cairnflow_kit.client(wf, lease=lease, node_id="kit-rescuer")
+        info = rescuer.wait(ref, timeout=TIMEOUT * 2)
+        assert info.status is cf.Status.SUCCEEDED, info.error
+        step = info.steps["long"]
+        assert (step.attempts, step.reclaims) == (1, 0), "taken over while it was renewed"
+        assert step.node == client.node_id
 
     @proves(Cap.LEASE)
     def test_an_attempt_reclaimed_too_often_is_returned_as_abandoned(
