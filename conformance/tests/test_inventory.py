@@ -76,6 +76,15 @@ def test_every_client_api_of_an_optional_capability_has_a_refusal_check() -> Non
         Cap.SNOOZE,
         Cap.HEARTBEAT,
         Cap.PROGRESS,
+        Cap.CRON,
+        Cap.OVERLAP_SKIP,
+        Cap.SCHEDULE_PAUSE,
+        Cap.SCHEDULE_TRIGGER,
+        Cap.SCHEDULE_WHEN,
+        Cap.SCHEDULE_WINDOW,
+        Cap.TICK_EVENTS,
+        Cap.SCHEDULE_LIST,
+        Cap.SCHEDULE_HISTORY,
     }
     assert with_client_api <= set(refusing_tests())
     signal_checks = {r.id for r in REFUSALS if r.cap is Cap.SIGNAL}

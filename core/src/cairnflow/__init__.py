@@ -19,7 +19,7 @@
 
 from . import clock
 from ._caps import Cap
-from ._engine import Client, RunList, RunOverview
+from ._engine import Client, RunList, RunOverview, ScheduleInfo, ScheduleNotFound, TickEvent
 from ._errors import (
     Abandoned,
     CairnError,
@@ -88,6 +88,8 @@ __all__ = [
     "RunOverview",
     "RunRef",
     "Schedule",
+    "ScheduleInfo",
+    "ScheduleNotFound",
     "SchemaNotReady",
     "SchemaTooNew",
     "SignalResult",
@@ -102,6 +104,7 @@ __all__ = [
     "StepTimeout",
     "Store",
     "StoreOpenError",
+    "TickEvent",
     "Unavailable",
     "UnknownWorkflow",
     "Unsupported",

@@ -61,11 +61,16 @@ __all__ = [
     "Schedule",
     "Tick",
     "TickPlan",
+    "TickPredicate",
     "TickReason",
     "Window",
     "plan_ticks",
     "schedule_id",
 ]
+
+TickPredicate = Callable[[datetime], bool]
+"""A schedule's ``when``: called with each tick as an aware datetime in the schedule's
+zone, on the node that fires it; the tick fires when it returns True."""
 
 MAX_TICKS_PER_PASS = 1000
 """The most ticks one pass fires, and the most it lists as skipped or misfired."""
@@ -307,6 +312,11 @@ class Schedule:
             raise ValueError(f"invalid cron expression {self.cron!r}: it never fires") from None
 
     @property
+    def zone(self) -> ZoneInfo:
+        """The schedule's time zone."""
+        return self._zone
+
+    @property
     def fingerprint(self) -> str:
         """A hash of what decides the ticks and which fire: the cron expression, zone and windows.
 
@@ -503,6 +513,10 @@ class TickReason(enum.StrEnum):
     """Skipped: a run of the schedule was unfinished (:attr:`Overlap.SKIP`)."""
     MISSED = "missed"
     """Misfired: missed, and the policy does not fire it."""
+    WHEN = "when"
+    """Skipped: the schedule's ``when`` predicate said no (applied by the engine)."""
+    TRIGGERED = "triggered"
+    """Fired by hand, outside the cron (``Client.trigger_schedule``)."""
     COALESCED = "coalesced"
     """Misfired: missed, and stood for by the latest missed tick (``LATE``, unless the
     overlap policy holds that one back)."""

@@ -26,11 +26,20 @@ from ._caps import Cap
 from ._models import StepKind
 from ._names import check_name
 from .retry import RetryPolicy
+from .schedule import Misfire, Overlap, Schedule, TickPredicate, Window
 
 if TYPE_CHECKING:
     from .context import StepContext
 
-__all__ = ["DEFAULT_QUEUE", "Sleep", "Step", "StepFn", "Wait", "Workflow"]
+__all__ = [
+    "DEFAULT_QUEUE",
+    "Sleep",
+    "Step",
+    "StepFn",
+    "Wait",
+    "Workflow",
+    "schedule_capabilities",
+]
 
 DEFAULT_QUEUE = "default"
 
@@ -177,6 +186,8 @@ class Workflow:
         self._steps: dict[str, Step] = {}
         self._by_fn: dict[int, str] = {}
         self._children: dict[str, tuple[str, ...]] | None = None  # built on first use
+        self._schedules: dict[str, Schedule] = {}
+        self._when: dict[str, TickPredicate] = {}
         if steps:
             self._add_all(list(steps))
 
@@ -244,6 +255,59 @@ class Workflow:
         step = Wait(name, signal=signal, timeout=timeout, after=after)
         self.add(step)
         return step
+
+    def schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        tz: str = "UTC",
+        payload: Any = None,
+        misfire: Misfire = Misfire.FIRE_ONCE,
+        overlap: Overlap = Overlap.ALLOW,
+        windows: Iterable[Window] = (),
+        labels: Mapping[str, str] | None = None,
+        paused: bool = False,
+        when: TickPredicate | None = None,
+    ) -> Schedule:
+        """Start a run of this workflow with ``payload`` at every tick of ``cron`` in ``tz``.
+
+        Recorded by ``Client.start()``; a redeploy with the same declaration
+        keeps the stored next fire, a changed expression, zone or windows
+        recompute it. ``misfire`` says what ticks missed while no client ran
+        do, ``overlap`` what a tick does while the previous run is unfinished,
+        ``windows`` when ticks may fire at all, and ``when(tick)`` decides at
+        each tick, on the node that fires it (True fires). See
+        :class:`cairnflow.Schedule` for every rule, DST included.
+        """
+        if name in self._schedules:
+            raise ValueError(f"workflow {self.name!r} already has a schedule named {name!r}")
+        declared = Schedule(
+            name,
+            cron,
+            tz=tz,
+            payload=payload,
+            misfire=misfire,
+            overlap=overlap,
+            windows=tuple(windows),
+            labels=labels or {},
+            paused=paused,
+        )
+        if when is not None:
+            if not callable(when):
+                raise TypeError(f"schedule {name!r}: when must be callable, got {when!r}")
+            self._when[name] = when
+        self._schedules[name] = declared
+        return declared
+
+    @property
+    def schedules(self) -> Mapping[str, Schedule]:
+        """The schedules declared with this workflow, by name."""
+        return dict(self._schedules)
+
+    def when_of(self, schedule: str) -> TickPredicate | None:
+        """The ``when`` predicate declared with the schedule ``schedule``, if any."""
+        return self._when.get(schedule)
 
     def add(self, step: Step) -> Step:
         """Add ``step``, whose parents must already be in the workflow."""
@@ -369,6 +433,13 @@ class Workflow:
                     needs.setdefault(Cap.RETRY, f"the retry policy of step {step.name!r}")
                 if self.timeout_for(step) is not None:
                     needs.setdefault(Cap.STEP_TIMEOUT, f"the timeout of step {step.name!r}")
+        for name, declared in self._schedules.items():
+            # The most specific capability first: a store without any of them is told
+            # about the one this declaration asks for beyond plain cron.
+            if name in self._when:
+                needs.setdefault(Cap.SCHEDULE_WHEN, f"the when predicate of schedule {name!r}")
+            for cap, why in schedule_capabilities(declared, f"schedule {name!r}").items():
+                needs.setdefault(cap, why)
         return needs
 
     def validate(self) -> None:
@@ -397,3 +468,16 @@ def _topological_order(workflow: str, parents: Mapping[str, tuple[str, ...]]) ->
     if remaining:
         raise ValueError(f"workflow {workflow!r} has a cycle among steps {sorted(remaining)}")
     return order
+
+
+def schedule_capabilities(schedule: Schedule, what: str) -> dict[Cap, str]:
+    """The capabilities ``schedule`` needs of a store, each with the reason (``what``: its name)."""
+    needs: dict[Cap, str] = {}
+    if schedule.overlap is Overlap.SKIP:
+        needs[Cap.OVERLAP_SKIP] = f"the overlap policy of {what}"
+    if schedule.windows:
+        needs[Cap.SCHEDULE_WINDOW] = f"the windows of {what}"
+    if schedule.paused:
+        needs[Cap.SCHEDULE_PAUSE] = f"{what}, declared paused"
+    needs[Cap.CRON] = what  # last: the specific capabilities are named first
+    return needs

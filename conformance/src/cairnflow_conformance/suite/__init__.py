@@ -29,6 +29,7 @@ from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .processes import MultiProcessTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
+from .schedules import ScheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
@@ -60,6 +61,7 @@ class ConformanceSuite(
     TransactionalEnqueueTests,
     NotifyTests,
     DatabaseClockTests,
+    ScheduleTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

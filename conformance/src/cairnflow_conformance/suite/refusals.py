@@ -67,6 +67,10 @@ def _timeout_step(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="t", timeout=5)
 
 
+def _cron(wf: cf.Workflow, **options: Any) -> object:
+    return wf.schedule("kit-every-minute", cron="* * * * *", **options)
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """One operation that needs ``cap``; ``act`` performs it and must be refused."""
@@ -102,6 +106,37 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(Cap.RESULT, "result", lambda k: _idle(k).result("run_kitnosuchrun", timeout=1)),
     Refusal(Cap.RUN_QUERY, "runs", lambda k: _idle(k).runs()),
+    Refusal(Cap.CRON, "schedule-declared", _needs(Cap.CRON, _cron)),
+    Refusal(
+        Cap.CRON,
+        "add-schedule",
+        lambda k: _idle(k).add_schedule("kit-plain", cf.Schedule("s", "* * * * *")),
+    ),
+    Refusal(
+        Cap.OVERLAP_SKIP,
+        "overlap-skip",
+        _needs(Cap.OVERLAP_SKIP, lambda wf: _cron(wf, overlap=cf.Overlap.SKIP)),
+    ),
+    Refusal(
+        Cap.SCHEDULE_WINDOW,
+        "schedule-window",
+        _needs(Cap.SCHEDULE_WINDOW, lambda wf: _cron(wf, windows=[cf.Window(days="mon-fri")])),
+    ),
+    Refusal(
+        Cap.SCHEDULE_WHEN,
+        "schedule-when",
+        _needs(Cap.SCHEDULE_WHEN, lambda wf: _cron(wf, when=lambda tick: True)),
+    ),
+    Refusal(Cap.SCHEDULE_PAUSE, "pause-schedule", lambda k: _idle(k).pause_schedule("w", "s")),
+    Refusal(Cap.SCHEDULE_PAUSE, "resume-schedule", lambda k: _idle(k).resume_schedule("w", "s")),
+    Refusal(
+        Cap.SCHEDULE_TRIGGER, "trigger-schedule", lambda k: _idle(k).trigger_schedule("w", "s")
+    ),
+    Refusal(Cap.SCHEDULE_LIST, "schedules", lambda k: _idle(k).schedules()),
+    Refusal(
+        Cap.SCHEDULE_HISTORY, "schedule-history", lambda k: _idle(k).schedule_history("w", "s")
+    ),
+    Refusal(Cap.TICK_EVENTS, "on-tick", lambda k: cf.Client(k.store, on_tick=print)),
 )
 """Every client API whose capability a store may leave out."""
 

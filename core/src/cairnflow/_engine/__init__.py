@@ -2,5 +2,14 @@
 
 from ._client import Client
 from ._reads import RunList, RunOverview
+from ._schedule_api import ScheduleNotFound
+from ._scheduler import ScheduleInfo, TickEvent
 
-__all__ = ["Client", "RunList", "RunOverview"]
+__all__ = [
+    "Client",
+    "RunList",
+    "RunOverview",
+    "ScheduleInfo",
+    "ScheduleNotFound",
+    "TickEvent",
+]

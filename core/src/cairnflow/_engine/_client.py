@@ -38,6 +38,8 @@ from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
+from ._schedule_api import ScheduleMethods
+from ._scheduler import Scheduler, TickEvent
 from ._settings import Settings
 from ._state import CLOSURE_WORKFLOW, EngineState
 
@@ -46,7 +48,7 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client:
+class Client(ScheduleMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
@@ -98,6 +100,9 @@ class Client:
         prefetch: int | None = None,
         database_clock: bool | float = False,
         logger: logging.Logger | None = None,
+        role: Literal["all", "worker", "scheduler"] = "all",
+        on_tick: Callable[[TickEvent], None] | None = None,
+        tick_retention: float = 7 * 86_400.0,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -113,6 +118,8 @@ class Client:
             fetch_batch=fetch_batch,
             interrupt=interrupt,
             prefetch=prefetch,
+            role=role,
+            tick_retention=tick_retention,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -142,6 +149,15 @@ class Client:
             logger=logger or logging.getLogger("cairnflow"),
         )
         self._reads = RunReader(self._state)
+        if on_tick is not None:
+            if not callable(on_tick):
+                raise TypeError(f"on_tick must be callable, got {on_tick!r}")
+            self._state.require(Cap.TICK_EVENTS, "Client(on_tick=...)")
+        self._scheduler = (
+            None
+            if facets.schedules is None
+            else Scheduler(self._state, facets.schedules, self._new_run, on_tick)
+        )
         self._steps: dict[str, tuple[NewStep, ...]] = {}
         self._lifecycle = threading.Lock()
         self._started = False
@@ -200,6 +216,10 @@ class Client:
                 raise ValueError(f"another workflow named {workflow.name!r} is already registered")
             if self.running:
                 self._check_workflow(workflow)
+                if self._scheduler is not None and self._state.settings.fires_schedules:
+                    now = self._state.now()
+                    for schedule in workflow.schedules.values():
+                        self._scheduler.record(workflow.name, schedule, now)
             self._steps[workflow.name] = tuple(
                 NewStep(
                     name=step.name,
@@ -234,7 +254,10 @@ class Client:
             self._runner = StepRunner(state, self._commit)
             self._pool = WorkerPool(state, self._runner)
             self._keeper = LeaseKeeper(state, self._runner)
-            self._dispatcher = Dispatcher(state, self._runner, self._pool)
+            firing = self._scheduler if state.settings.fires_schedules else None
+            if firing is not None:
+                firing.record_declared()
+            self._dispatcher = Dispatcher(state, self._runner, self._pool, firing)
             self._started = True
             state.running = True
             self._commit.start()

@@ -17,9 +17,13 @@ import threading
 
 from ._attempt import End, monotonic
 from ._runner import StepRunner
+from ._scheduler import Scheduler
 from ._state import EngineState
 
 __all__ = ["Dispatcher", "WorkerPool"]
+
+_PRUNE_EVERY = 60.0
+"""Seconds between two clean-ups of old schedule ticks by one client."""
 
 _HANDED_OVER = frozenset({End.COMPLETED, End.TIMED_OUT})
 """Ends whose finalizer hands an outcome to the committer (the worker, or the watchdog)."""
@@ -76,10 +80,19 @@ class WorkerPool:
 class Dispatcher:
     """The claim loop and housekeeping of one client (see the module docstring)."""
 
-    def __init__(self, state: EngineState, runner: StepRunner, pool: WorkerPool) -> None:
+    def __init__(
+        self,
+        state: EngineState,
+        runner: StepRunner,
+        pool: WorkerPool,
+        scheduler: Scheduler | None = None,
+    ) -> None:
         self._state = state
         self._runner = runner
         self._pool = pool
+        self._scheduler = scheduler
+        """Fires due schedules at every poll and timer (None: a worker-only node)."""
+        self._next_prune = 0.0
         self._thread = threading.Thread(
             target=self._loop, name=f"cairnflow-dispatcher-{state.settings.node_id}", daemon=True
         )
@@ -143,6 +156,22 @@ class Dispatcher:
             if len(claimed) < request.limit:
                 return
 
+    def _fire_schedules(self, now: int) -> bool:
+        """Fire the due schedules, and now and then forget old ticks; True if runs started."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            return False
+        state = self._state
+        try:
+            fired = scheduler.run_due(now)
+            if monotonic() >= self._next_prune:
+                self._next_prune = monotonic() + _PRUNE_EVERY
+                scheduler.prune(now)
+        except Exception:
+            state.log.warning("firing schedules failed; retrying at the next poll", exc_info=True)
+            return True
+        return fired
+
     def _housekeeping(self, now: int) -> bool:
         """End due sleeps, fail overdue waits, take back expired leases; True if work was made."""
         state = self._state
@@ -166,8 +195,10 @@ class Dispatcher:
             state.log.info("took back %d attempt(s) whose leases expired", reclaimed.requeued)
         for expired in reclaimed.abandoned:
             self._runner.abandon(expired)
+        fired = self._fire_schedules(now)
         return bool(
-            advanced.promoted
+            fired
+            or advanced.promoted
             or advanced.woken
             or advanced.timed_out
             or reclaimed.requeued

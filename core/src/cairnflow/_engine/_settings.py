@@ -15,9 +15,12 @@ from .._caps import Cap
 from .._checks import seconds, whole
 from .._errors import InvalidName, Unsupported
 
-__all__ = ["Settings"]
+__all__ = ["ROLES", "Settings"]
 
 _NS = 1_000_000_000
+
+ROLES = ("all", "worker", "scheduler")
+"""What a client does: everything, run steps only, or fire schedules only."""
 
 
 def _default_node_id() -> str:
@@ -39,6 +42,21 @@ class Settings:
     interrupt: bool
     prefetch: int = 0
     """Attempts a client may claim ahead of a free worker while its steps are short."""
+    role: str = "all"
+    """``all``: runs steps and fires schedules; ``worker``: runs steps only;
+    ``scheduler``: fires schedules (and keeps the housekeeping) only."""
+    tick_retention: float = 7 * 86_400.0
+    """How long recorded schedule ticks are kept, in seconds (each schedule's newest stays)."""
+
+    @property
+    def runs_steps(self) -> bool:
+        """True unless this client is a scheduler-only node."""
+        return self.role != "scheduler"
+
+    @property
+    def fires_schedules(self) -> bool:
+        """True unless this client is a worker-only node."""
+        return self.role != "worker"
 
     @property
     def lease_ns(self) -> int:
@@ -60,6 +78,8 @@ class Settings:
         fetch_batch: object,
         interrupt: object,
         prefetch: object,
+        role: object = "all",
+        tick_retention: object = 7 * 86_400.0,
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
@@ -71,7 +91,11 @@ class Settings:
         node = node_id if node_id is not None else _default_node_id()
         if not isinstance(node, str) or not 1 <= len(node) <= 255 or not node.isprintable():
             raise InvalidName(f"invalid node_id {node!r}: 1 to 255 printable characters")
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         return cls(
+            role=str(role),
+            tick_retention=seconds("tick_retention", tick_retention),
             workers=workers,
             poll_interval=seconds("poll_interval", poll_interval),
             lease=seconds("lease", lease),

@@ -254,6 +254,8 @@ class EngineState:
         with self.lock:
             if not (self.want_claim or eager) or self.stopping.is_set():
                 return None
+            if not self.settings.runs_steps:
+                return None  # a scheduler-only node
             held = self.held
             freed = 0
             for token in freeing:

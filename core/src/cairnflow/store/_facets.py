@@ -17,14 +17,22 @@ A facet that only makes the engine faster has a default built on the kernel
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
 from .._errors import CairnError
 from ._protocol import Store
-from ._records import ClaimedAttempt, ClaimRequest, FinishResult, NewRun, Outcome
+from ._records import (
+    ClaimedAttempt,
+    ClaimRequest,
+    FinishResult,
+    NewRun,
+    Outcome,
+    ScheduleRecord,
+    TickRecord,
+)
 
 __all__ = [
     "ENGINE_ONLY",
@@ -33,6 +41,7 @@ __all__ = [
     "BatchOutcomes",
     "Facet",
     "KernelOutcomes",
+    "Schedules",
     "ServerClock",
     "StoreContractError",
     "StoreFacets",
@@ -95,6 +104,76 @@ class ServerClock(Protocol):
 
     def database_now(self) -> int:
         """The server's time in Unix nanoseconds."""
+        ...
+
+
+@runtime_checkable
+class Schedules(Protocol):
+    """``Cap.CRON`` and the schedule capabilities: schedules and their ticks as rows.
+
+    Requirement: one fire per tick across every client. ``fire_ticks`` is one
+    transaction that moves the schedule's stored next fire only if it still
+    holds the value the caller planned from (compare and swap), writes one
+    tick row per (schedule, tick time) (a tick recorded already refuses the
+    whole call), creates the fired runs exactly as ``create_runs`` does, and
+    remembers the last fired tick and its run. Ticks are decided by the engine
+    (:func:`cairnflow.schedule.plan_ticks`); the store only keeps them.
+    """
+
+    def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """Insert ``record``, or update the schedule with its id; return what is stored.
+
+        An update replaces ``spec`` and ``fingerprint``; it replaces
+        ``next_fire`` only when the fingerprint changed (a redeploy of the same
+        declaration keeps the stored next fire); it keeps the paused state and
+        the last fire. An insert stores the record as given.
+        """
+        ...
+
+    def remove_schedule(self, schedule_id: str) -> bool:
+        """Delete a schedule and its ticks; False if there was none."""
+        ...
+
+    def list_schedules(self, workflows: Collection[str] | None = None) -> list[ScheduleRecord]:
+        """Every schedule (of ``workflows``, if given), by workflow and name."""
+        ...
+
+    def due_schedules(
+        self, *, now: int, workflows: Collection[str], limit: int
+    ) -> list[ScheduleRecord]:
+        """Schedules of ``workflows`` whose next fire is at or before ``now``, earliest first."""
+        ...
+
+    def fire_ticks(
+        self,
+        schedule_id: str,
+        *,
+        expected_next: int | None,
+        next_fire: int,
+        ticks: Sequence[TickRecord],
+        runs: Sequence[NewRun],
+    ) -> list[str] | None:
+        """Record ``ticks`` and create ``runs`` (one per fired tick, in order); return run ids.
+
+        Compare and swap: with ``expected_next`` None (a trigger), the stored
+        next fire is left as it is; otherwise the call applies only while the
+        stored next fire equals ``expected_next``, and stores ``next_fire``.
+        Returns None, writing nothing, when it does not apply or a tick of
+        ``ticks`` is recorded already (another client handled it).
+        """
+        ...
+
+    def set_schedule_paused(self, schedule_id: str, paused: bool, now: int) -> bool:
+        """Pause or resume (resuming records ``now`` as ``resumed_at``); False if unknown."""
+        ...
+
+    def schedule_history(self, schedule_id: str, limit: int) -> list[TickRecord]:
+        """The schedule's last ``limit`` recorded ticks, newest first."""
+        ...
+
+    def prune_ticks(self, *, before: int, limit: int) -> int:
+        """Delete up to ``limit`` tick rows recorded before ``before``, never the newest
+        of a schedule; return how many went."""
         ...
 
 
@@ -172,6 +251,33 @@ FACETS: tuple[Facet, ...] = (
         frozenset({Cap.TRANSACTIONAL_ENQUEUE}),
     ),
     Facet("server clock", ServerClock, ("database_now",), frozenset({Cap.DATABASE_CLOCK})),
+    Facet(
+        "schedules",
+        Schedules,
+        (
+            "save_schedule",
+            "remove_schedule",
+            "list_schedules",
+            "due_schedules",
+            "fire_ticks",
+            "set_schedule_paused",
+            "schedule_history",
+            "prune_ticks",
+        ),
+        frozenset(
+            {
+                Cap.CRON,
+                Cap.OVERLAP_SKIP,
+                Cap.SCHEDULE_PAUSE,
+                Cap.SCHEDULE_TRIGGER,
+                Cap.SCHEDULE_WHEN,
+                Cap.SCHEDULE_WINDOW,
+                Cap.TICK_EVENTS,
+                Cap.SCHEDULE_LIST,
+                Cap.SCHEDULE_HISTORY,
+            }
+        ),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -249,6 +355,7 @@ class StoreFacets:
     """The store's own batch writes, or :class:`KernelOutcomes` over it."""
     transactional: TransactionalEnqueue | None
     clock: ServerClock | None
+    schedules: Schedules | None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -264,4 +371,5 @@ class StoreFacets:
                 else None
             ),
             clock=store if Cap.DATABASE_CLOCK in caps and isinstance(store, ServerClock) else None,
+            schedules=store if Cap.CRON in caps and isinstance(store, Schedules) else None,
         )

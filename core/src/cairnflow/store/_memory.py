@@ -23,6 +23,7 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
+from ._memory_schedules import MemorySchedules
 from ._records import (
     ACTIVE,
     AdvanceResult,
@@ -100,7 +101,7 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore:
+class MemoryStore(MemorySchedules):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = frozenset(
@@ -122,11 +123,21 @@ class MemoryStore:
             Cap.HEARTBEAT,
             Cap.PROGRESS,
             Cap.RUN_QUERY,
+            Cap.CRON,
+            Cap.OVERLAP_SKIP,
+            Cap.SCHEDULE_PAUSE,
+            Cap.SCHEDULE_TRIGGER,
+            Cap.SCHEDULE_WHEN,
+            Cap.SCHEDULE_WINDOW,
+            Cap.TICK_EVENTS,
+            Cap.SCHEDULE_LIST,
+            Cap.SCHEDULE_HISTORY,
         }
     )
     spi_version = SPI_VERSION
 
     def __init__(self, *, id_generator: ids.IdGenerator = ids.default_id_generator) -> None:
+        super().__init__()
         self._id_generator = id_generator
         self._lock = threading.RLock()
         self._runs: dict[str, _Run] = {}
@@ -191,6 +202,11 @@ class MemoryStore:
             for run_id, new, sids in zip(run_ids, runs, step_ids, strict=True):
                 self._insert(run_id, new, sids)
         return run_ids
+
+    def _run_state(self, run_id: str) -> str | None:
+        """The stored state of a run (lock held), None when it is gone."""
+        run = self._runs.get(run_id)
+        return None if run is None else run.state
 
     def _insert(self, run_id: str, new: NewRun, step_ids: list[str]) -> None:
         run = _Run(

@@ -31,6 +31,7 @@ __all__ = [
     "RunPage",
     "RunQuery",
     "RunSummary",
+    "ScheduleRecord",
     "SignalResult",
     "SleepUntil",
     "Snoozed",
@@ -38,6 +39,8 @@ __all__ = [
     "StoredRun",
     "StoredStep",
     "Succeeded",
+    "TickOutcome",
+    "TickRecord",
     "WaitFor",
     "derive_status",
 ]
@@ -331,6 +334,60 @@ class RunPage:
 
     runs: tuple[RunSummary, ...]
     cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """A schedule as a store keeps it (the ``Schedules`` facet).
+
+    ``spec`` is the declaration as JSON (cron, zone, windows, policies, payload,
+    labels), so any node that runs the workflow can fire it; ``fingerprint``
+    says what decides its ticks (:attr:`cairnflow.Schedule.fingerprint`).
+    ``next_fire`` is the stored next fire every pass is judged against.
+    """
+
+    id: str
+    workflow: str
+    name: str
+    spec: str
+    fingerprint: str
+    next_fire: int
+    paused: bool = False
+    resumed_at: int | None = None
+    """When the schedule was last resumed (ticks due before it never fire)."""
+    last_fire: int | None = None
+    """The tick time of the schedule's last fired tick."""
+    last_run_id: str | None = None
+    last_run_finished: bool = True
+    """False while the run of the last fired tick is unfinished (read with the schedule)."""
+    created_at: int = 0
+    updated_at: int = 0
+
+
+class TickOutcome(StrEnum):
+    """What became of one tick of a schedule."""
+
+    FIRED = "fired"
+    SKIPPED = "skipped"
+    """Not fired: paused, outside every window, an unfinished run, or the ``when`` predicate."""
+    MISFIRED = "misfired"
+    """Missed while no client ran, and the misfire policy did not fire it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TickRecord:
+    """One tick of a schedule as recorded: at most one row per (schedule, tick time)."""
+
+    schedule_id: str
+    at: int
+    """The tick's instant (for a trigger: when it was triggered)."""
+    outcome: TickOutcome
+    reason: str
+    """A :class:`cairnflow.schedule.TickReason` value, ``"when"`` or ``"triggered"``."""
+    node: str
+    recorded_at: int
+    run_id: str | None = None
+    """The run the tick started (fired ticks only)."""
 
 
 def derive_status(

@@ -1,0 +1,310 @@
+"""Schedules: one fire per tick across clients (CRON), the policies, pause, trigger, when,
+windows, tick events, listing and history.
+
+Every test drives the scheduling clock by hand (:class:`cairnflow.clock.Fake`,
+shared by the clients of a test), so a tick falls due exactly when the test
+moves the clock and no test waits for a real minute. Leases stay on the real
+clock. What fired is read from the store: runs by their schedule label, ticks
+from the schedule's history.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import cairnflow as cf
+from cairnflow import Cap
+from cairnflow.clock import Fake
+from cairnflow.store import TickOutcome
+
+from .._kit import Kit
+from .._markers import proves
+from ._shared import TIMEOUT, wait_until
+
+__all__ = ["ScheduleTests"]
+
+_WORKFLOW = "kit-cron"
+_LABEL = "cairnflow.schedule"
+_START = datetime(2026, 3, 6, 10, 0, 30, tzinfo=UTC)  # a Friday, 30 s past a minute
+
+
+def _workflow(
+    name: str = "every-minute", *, step: Callable[..., Any] | None = None, **options: Any
+) -> cf.Workflow:
+    wf = cf.Workflow(_WORKFLOW, steps=[cf.Step("tick", step or (lambda ctx, data: data))])
+    options.setdefault("cron", "* * * * *")
+    wf.schedule(name, payload={"from": name}, **options)
+    return wf
+
+
+def _runs(client: cf.Client, schedule: str) -> list[cf.RunOverview]:
+    return list(client.runs(workflow=_WORKFLOW, labels={_LABEL: schedule}, limit=1000).runs)
+
+
+def _wait_runs(client: cf.Client, schedule: str, count: int) -> list[cf.RunOverview]:
+    wait_until(
+        lambda: len(_runs(client, schedule)) >= count,
+        timeout=TIMEOUT,
+        what=f"{count} run(s) of schedule {schedule!r}",
+    )
+    return _runs(client, schedule)
+
+
+def _history(client: cf.Client, schedule: str) -> list[tuple[str, str]]:
+    """(outcome, reason) of every recorded tick, oldest first."""
+    ticks = client.schedule_history(_WORKFLOW, schedule, limit=1000)
+    return [(t.outcome.value, t.reason) for t in reversed(ticks)]
+
+
+def _wait_ticks(client: cf.Client, schedule: str, count: int) -> list[tuple[str, str]]:
+    wait_until(
+        lambda: len(_history(client, schedule)) >= count,
+        timeout=TIMEOUT,
+        what=f"{count} recorded tick(s) of schedule {schedule!r}",
+    )
+    return _history(client, schedule)
+
+
+class ScheduleTests:
+    """``Cap.CRON`` and the schedule capabilities built on it."""
+
+    @proves(Cap.CRON, requires=[Cap.RUN_QUERY, Cap.SCHEDULE_HISTORY])
+    def test_every_tick_fires_once_across_three_clients(self, cairnflow_kit: Kit) -> None:
+        kit = cairnflow_kit
+        clock = Fake(_START)
+        clients = [
+            kit.client(_workflow(), store=store, clock=clock, node_id=f"kit-cron-{n}")
+            for n, store in enumerate(kit.peer_stores(3))
+        ]
+        reader = clients[0]
+        for minute in range(1, 7):
+            clock.advance(60)
+            _wait_runs(reader, "every-minute", minute)
+        ticks = reader.schedule_history(_WORKFLOW, "every-minute", limit=100)
+        assert [t.outcome for t in ticks] == [TickOutcome.FIRED] * 6
+        assert len({t.at_ns for t in ticks}) == 6, "a tick was recorded twice"
+        runs = _runs(reader, "every-minute")
+        assert len(runs) == 6, f"{len(runs)} runs for 6 ticks"
+        for run in runs:
+            info = reader.wait(run.ref, timeout=TIMEOUT)
+            assert info.status is cf.Status.SUCCEEDED, info.error
+            assert info.result == {"from": "every-minute"}
+            assert info.labels[_LABEL] == "every-minute"
+
+    @proves(Cap.CRON, requires=[Cap.SCHEDULE_LIST])
+    def test_a_redeploy_keeps_the_stored_next_fire_and_a_change_recomputes_it(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        clock = Fake(_START)
+        first = kit.client(_workflow("hourly", cron="0 * * * *"), clock=clock)
+        (stored,) = first.schedules()
+        assert stored.next_fire_ns == cf.clock.to_ns(datetime(2026, 3, 6, 11, tzinfo=UTC))
+        first.stop()
+        clock.advance(30 * 60)  # 10:30:30: a recomputation would still say 11:00...
+        same = kit.client(_workflow("hourly", cron="0 * * * *"), clock=clock)
+        (kept,) = same.schedules()
+        assert (kept.id, kept.next_fire_ns) == (stored.id, stored.next_fire_ns)
+        same.stop()
+        changed = kit.client(_workflow("hourly", cron="45 * * * *"), clock=clock)
+        (moved,) = changed.schedules()  # ...one row, whatever the declaration says now
+        assert moved.id == stored.id
+        assert moved.next_fire_ns == cf.clock.to_ns(datetime(2026, 3, 6, 10, 45, tzinfo=UTC))
+
+    @proves(Cap.CRON, requires=[Cap.RUN_QUERY, Cap.SCHEDULE_HISTORY])
+    def test_ticks_missed_while_no_client_ran_follow_the_misfire_policy(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        clock = Fake(_START)
+        wf = cf.Workflow(_WORKFLOW, steps=[cf.Step("tick", lambda ctx, data: data)])
+        wf.schedule("skip", cron="* * * * *", misfire=cf.Misfire.SKIP)
+        wf.schedule("once", cron="* * * * *", misfire=cf.Misfire.FIRE_ONCE)
+        wf.schedule("catch-up", cron="* * * * *", misfire=cf.Misfire.CATCH_UP(300))
+        kit.client(wf, clock=clock).stop()  # recorded; next fires at 10:01
+        clock.advance(10 * 60)  # 10:10:30: ticks 10:01 to 10:10 fell due with nobody running
+        client = kit.client(wf, clock=clock)
+        # The 10:10 tick is on time (30 s late) and fires under every policy.
+        assert len(_wait_runs(client, "skip", 1)) == 1
+        assert _wait_ticks(client, "skip", 10) == [("misfired", "missed")] * 9 + [
+            ("fired", "due")
+        ]
+        assert len(_wait_runs(client, "once", 2)) == 2  # 10:09 for the missed ones, 10:10
+        assert _wait_ticks(client, "once", 10) == [("misfired", "coalesced")] * 8 + [
+            ("fired", "late"),
+            ("fired", "due"),
+        ]
+        assert len(_wait_runs(client, "catch-up", 5)) == 5  # 10:06 to 10:10
+        assert _wait_ticks(client, "catch-up", 10) == [("misfired", "missed")] * 5 + [
+            ("fired", "due")
+        ] * 5
+
+    @proves(Cap.OVERLAP_SKIP, requires=[Cap.CRON, Cap.RUN_QUERY, Cap.SCHEDULE_HISTORY])
+    def test_overlap_skip_skips_a_tick_while_the_previous_run_is_unfinished(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        release = threading.Event()
+        clock = Fake(_START)
+        wf = _workflow(
+            "no-overlap", overlap=cf.Overlap.SKIP, step=lambda ctx, data: release.wait(TIMEOUT)
+        )
+        client = cairnflow_kit.client(wf, clock=clock)
+        clock.advance(60)
+        (first,) = _wait_runs(client, "no-overlap", 1)
+        clock.advance(60)  # the first run still runs
+        assert _wait_ticks(client, "no-overlap", 2) == [("fired", "due"), ("skipped", "overlap")]
+        release.set()
+        client.wait(first.ref, timeout=TIMEOUT)
+        clock.advance(60)
+        assert len(_wait_runs(client, "no-overlap", 2)) == 2
+        assert _history(client, "no-overlap")[-1] == ("fired", "due")
+
+    @proves(Cap.SCHEDULE_PAUSE, requires=[Cap.CRON, Cap.RUN_QUERY, Cap.SCHEDULE_HISTORY])
+    def test_a_tick_due_while_paused_never_fires_not_even_on_resume(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        clock = Fake(_START)
+        client = kit.client(_workflow("pausable"), clock=clock)
+        operator = kit.client(start=False, store=kit.peer_stores(1)[0], clock=clock)
+        operator.pause_schedule(_WORKFLOW, "pausable")  # from a client never started
+        assert [s.paused for s in operator.schedules()] == [True]
+        clock.advance(60)
+        assert _wait_ticks(client, "pausable", 1) == [("skipped", "paused")]
+        operator.resume_schedule(_WORKFLOW, "pausable")
+        clock.advance(1)  # a pass after the resume: the paused tick stays unfired
+        clock.advance(59)  # 10:02:30: the first tick after the resume
+        assert len(_wait_runs(client, "pausable", 1)) == 1
+        assert _wait_ticks(client, "pausable", 2) == [("skipped", "paused"), ("fired", "due")]
+        assert len(_runs(client, "pausable")) == 1
+
+    @proves(Cap.SCHEDULE_TRIGGER, requires=[Cap.CRON, Cap.RUN_QUERY])
+    def test_a_trigger_fires_now_outside_the_cron_once(self, cairnflow_kit: Kit) -> None:
+        clock = Fake(_START)
+        client = cairnflow_kit.client(_workflow("manual", cron="0 3 * * *"), clock=clock)
+        listed = cairnflow_kit.declares(Cap.SCHEDULE_LIST)
+        before = client.schedules()[0].next_fire_ns if listed else None
+        ref = client.trigger_schedule(_WORKFLOW, "manual")
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED, info.error
+        assert info.labels[_LABEL] == "manual"
+        assert [r.id for r in _runs(client, "manual")] == [ref.id]
+        if listed:  # the cron goes on as it was
+            assert client.schedules()[0].next_fire_ns == before
+
+    @proves(Cap.SCHEDULE_WHEN, requires=[Cap.CRON, Cap.RUN_QUERY, Cap.SCHEDULE_HISTORY])
+    def test_a_when_predicate_decides_each_tick(self, cairnflow_kit: Kit) -> None:
+        clock = Fake(_START)
+        asked: list[datetime] = []
+
+        def even_minutes(tick: datetime) -> bool:
+            asked.append(tick)
+            return tick.minute % 2 == 0
+
+        client = cairnflow_kit.client(_workflow("even", when=even_minutes), clock=clock)
+        for minute in range(1, 5):
+            clock.advance(60)
+            _wait_ticks(client, "even", minute)
+        assert _history(client, "even") == [
+            ("skipped", "when"),
+            ("fired", "due"),
+            ("skipped", "when"),
+            ("fired", "due"),
+        ]
+        assert len(_runs(client, "even")) == 2
+        assert [t.minute for t in asked] == [1, 2, 3, 4]
+
+    @proves(Cap.SCHEDULE_WINDOW, requires=[Cap.CRON, Cap.RUN_QUERY, Cap.SCHEDULE_HISTORY])
+    def test_ticks_outside_every_window_do_not_fire(self, cairnflow_kit: Kit) -> None:
+        clock = Fake(datetime(2026, 3, 6, 23, 58, 30, tzinfo=UTC))  # Friday night
+        wf = _workflow("weekdays", windows=[cf.Window(days="mon-fri")])
+        client = cairnflow_kit.client(wf, clock=clock)
+        for minute in range(1, 4):
+            clock.advance(60)
+            _wait_ticks(client, "weekdays", minute)
+        assert _history(client, "weekdays") == [
+            ("fired", "due"),  # Friday 23:59
+            ("skipped", "window"),  # Saturday 00:00
+            ("skipped", "window"),  # Saturday 00:01
+        ]
+        assert len(_runs(client, "weekdays")) == 1
+
+    @proves(Cap.TICK_EVENTS, requires=[Cap.CRON])
+    def test_every_tick_is_reported_once_by_the_client_that_handled_it(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        clock = Fake(_START)
+        events: list[cf.TickEvent] = []
+        lock = threading.Lock()
+
+        def heard(event: cf.TickEvent) -> None:
+            with lock:
+                events.append(event)
+
+        wf = _workflow("reported", windows=[cf.Window(days="fri", start="10:00", end="10:02")])
+        for n, store in enumerate(kit.peer_stores(2)):
+            kit.client(wf, store=store, clock=clock, on_tick=heard, node_id=f"kit-tick-{n}")
+        for minute in range(1, 4):
+            clock.advance(60)
+            wait_until(lambda: len(events) >= minute, timeout=TIMEOUT, what="tick events")  # noqa: B023
+        seen = sorted((e.at_ns, e.outcome.value, e.reason) for e in events)
+        minute_ns = 60 * 10**9
+        start = cf.clock.to_ns(datetime(2026, 3, 6, 10, 1, tzinfo=UTC))
+        assert seen == [
+            (start, "fired", "due"),
+            (start + minute_ns, "skipped", "window"),
+            (start + 2 * minute_ns, "skipped", "window"),
+        ]
+        fired = [e for e in events if e.outcome is TickOutcome.FIRED]
+        assert fired[0].run is not None
+        assert fired[0].schedule == "reported"
+        assert all(e.node in {"kit-tick-0", "kit-tick-1"} for e in events)
+
+    @proves(Cap.SCHEDULE_LIST, requires=[Cap.CRON])
+    def test_schedules_are_listed_with_next_fire_pause_and_last_fire(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        clock = Fake(_START)
+        wf = _workflow("listed", cron="*/5 * * * *", tz="Europe/Berlin")
+        client = cairnflow_kit.client(wf, clock=clock)
+        reader = cairnflow_kit.client(start=False, clock=clock)  # never started
+        (listed,) = reader.schedules(_WORKFLOW)
+        assert (listed.workflow, listed.name, listed.cron, listed.tz) == (
+            _WORKFLOW,
+            "listed",
+            "*/5 * * * *",
+            "Europe/Berlin",
+        )
+        assert listed.next_fire_ns == cf.clock.to_ns(datetime(2026, 3, 6, 10, 5, tzinfo=UTC))
+        assert (listed.paused, listed.last_fire_ns, listed.last_run) == (False, None, None)
+        clock.advance(5 * 60)
+        wait_until(
+            lambda: reader.schedules()[0].last_run is not None,
+            timeout=TIMEOUT,
+            what="the first fire",
+        )
+        (fired,) = reader.schedules()
+        assert fired.last_fire_ns == listed.next_fire_ns
+        assert fired.next_fire_ns == cf.clock.to_ns(datetime(2026, 3, 6, 10, 10, tzinfo=UTC))
+        assert fired.last_run is not None
+        assert client.wait(fired.last_run, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+
+    @proves(Cap.SCHEDULE_HISTORY, requires=[Cap.CRON])
+    def test_a_schedules_last_fires_are_read_back_newest_first(self, cairnflow_kit: Kit) -> None:
+        clock = Fake(_START)
+        client = cairnflow_kit.client(_workflow("history"), clock=clock)
+        for minute in range(1, 4):
+            clock.advance(60)
+            _wait_ticks(client, "history", minute)
+        ticks = client.schedule_history(_WORKFLOW, "history", limit=2)
+        minute_ns = 60 * 10**9
+        third = cf.clock.to_ns(datetime(2026, 3, 6, 10, 3, tzinfo=UTC))
+        assert [t.at_ns for t in ticks] == [third, third - minute_ns]
+        assert all(t.outcome is TickOutcome.FIRED and t.run is not None for t in ticks)
+        for tick in ticks:
+            assert tick.run is not None
+            assert client.wait(tick.run, timeout=TIMEOUT).labels[_LABEL] == "history"
