@@ -6,8 +6,10 @@ a DB-API driver returned into Python values once, where the row is read. Code
 elsewhere in the SQL layer reads ``row.run_id``, never ``row[1]``.
 
 They are ``NamedTuple``\\ s, not dataclasses: a claim and a batch of outcomes
-read one per step on the hot path, and a named tuple costs a tuple. For the
-same reason the converters below are cheap on what drivers usually return:
+read one per step on the hot path, and a named tuple costs a tuple, when it is
+built with ``tuple.__new__`` (:data:`_new`): the ``__new__`` a named tuple is
+given takes keywords too, and doubles what building one costs. For the same
+reason the converters below are cheap on what drivers usually return:
 :func:`to_text` returns a ``str`` as it is, and :func:`to_json` answers the
 empty list and object (most parents, children and labels) without the parser.
 """
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 _KINDS = {kind.value: kind for kind in StepKind}
+_new = tuple.__new__
+"""Builds a row type from a tuple of its values (what ``cls(...)`` does, at half the cost)."""
 
 
 # -- converters ----------------------------------------------------------------------------
@@ -100,10 +104,10 @@ class ClaimedRun(NamedTuple):
     def from_row(cls, row: Sequence[Any]) -> ClaimedRun:
         """Convert a row of ``CLAIM_RUN_COLUMNS``."""
         run_id, workflow, queue, payload, labels = row
-        return cls(
+        return _new(cls, (
             to_text(run_id), to_text(workflow), to_text(queue), to_bytes(payload) or b"",
             to_json(labels),
-        )  # fmt: skip
+        ))  # fmt: skip
 
 
 class ClaimedStep(NamedTuple):
@@ -127,13 +131,17 @@ class ClaimedStep(NamedTuple):
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ClaimedStep:
         """Convert one row a dialect's claim returned."""
-        step_id, run_id, name, kind, attempt, failures, reclaims, parents, *run = row
+        run: ClaimedRun | None = None
+        if len(row) == 8:
+            step_id, run_id, name, kind, attempt, failures, reclaims, parents = row
+        else:
+            step_id, run_id, name, kind, attempt, failures, reclaims, parents, *columns = row
+            run = ClaimedRun.from_row(columns)
         kind = to_text(kind)
-        return cls(
+        return _new(cls, (
             to_text(step_id), to_text(run_id), to_text(name), _KINDS.get(kind) or StepKind(kind),
-            int(attempt), int(failures), int(reclaims), to_json(parents),
-            ClaimedRun.from_row(run) if run else None,
-        )  # fmt: skip
+            int(attempt), int(failures), int(reclaims), to_json(parents), run,
+        ))  # fmt: skip
 
 
 # -- outcomes and leases ------------------------------------------------------------------
@@ -148,9 +156,13 @@ class FinishingStep(NamedTuple):
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> FinishingStep:
         """Convert a row of either statement (the join has one more column)."""
-        step_id, run_id, children, *left = row
-        steps_left = int(left[0]) if left else None
-        return cls(to_text(step_id), to_text(run_id), to_json(children), steps_left)
+        steps_left: int | None = None
+        if len(row) == 3:
+            step_id, run_id, children = row
+        else:
+            step_id, run_id, children, left = row
+            steps_left = int(left)
+        return _new(cls, (to_text(step_id), to_text(run_id), to_json(children), steps_left))
 
 
 class LockedRun(NamedTuple):
@@ -163,7 +175,7 @@ class LockedRun(NamedTuple):
     def from_row(cls, row: Sequence[Any]) -> LockedRun:
         """Convert a ``lock_run`` row."""
         state, steps_left = row
-        return cls(to_text(state), int(steps_left))
+        return _new(cls, (to_text(state), int(steps_left)))
 
 
 class LeaseState(NamedTuple):
@@ -176,7 +188,7 @@ class LeaseState(NamedTuple):
     def from_row(cls, row: Sequence[Any]) -> LeaseState:
         """Convert a ``lease_state`` row."""
         status, lease_token = row
-        return cls(to_text(status), _optional_text(lease_token))
+        return _new(cls, (to_text(status), _optional_text(lease_token)))
 
 
 class StepLease(NamedTuple):
@@ -190,7 +202,7 @@ class StepLease(NamedTuple):
     def from_row(cls, row: Sequence[Any]) -> StepLease:
         """Convert a ``lease_states`` row."""
         step_id, lease_token, status = row
-        return cls(to_text(step_id), _optional_text(lease_token), to_text(status))
+        return _new(cls, (to_text(step_id), _optional_text(lease_token), to_text(status)))
 
 
 class ExpiredStep(NamedTuple):
@@ -209,10 +221,10 @@ class ExpiredStep(NamedTuple):
     def from_row(cls, row: Sequence[Any]) -> ExpiredStep:
         """Convert an ``expired`` row."""
         step_id, run_id, workflow, name, attempt, failures, reclaims, lease_token = row
-        return cls(
+        return _new(cls, (
             to_text(step_id), to_text(run_id), to_text(workflow), to_text(name), int(attempt),
             int(failures), int(reclaims), _optional_text(lease_token),
-        )  # fmt: skip
+        ))  # fmt: skip
 
 
 class DueStep(NamedTuple):
@@ -226,7 +238,7 @@ class DueStep(NamedTuple):
     def from_row(cls, row: Sequence[Any]) -> DueStep:
         """Convert a ``due`` row."""
         step_id, run_id, status = row
-        return cls(to_text(step_id), to_text(run_id), to_text(status))
+        return _new(cls, (to_text(step_id), to_text(run_id), to_text(status)))
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -253,11 +265,11 @@ class RunRow(NamedTuple):
             seq, run_id, workflow, queue, state, payload, idem_key, labels, created_at, run_at,
             finished_at, error,
         ) = row  # fmt: skip
-        return cls(
+        return _new(cls, (
             int(seq), to_text(run_id), to_text(workflow), to_text(queue), to_text(state),
             to_bytes(payload) or b"", _optional_text(idem_key), to_json(labels), int(created_at),
             int(run_at), _optional_int(finished_at), to_error(error),
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def stored(self, steps: tuple[StoredStep, ...]) -> StoredRun:
         """The run with its ``steps``, as ``get_run`` returns it."""
@@ -320,13 +332,13 @@ class StepRow(NamedTuple):
             name, kind, status, parents, attempt, failures, reclaims, output, error, node,
             progress, signal_name, due_at, started_at, finished_at, heartbeat_at,
         ) = row  # fmt: skip
-        return cls(
+        return _new(cls, (
             to_text(name), StepKind(to_text(kind)), StepStatus(to_text(status)), to_json(parents),
             int(attempt), int(failures), int(reclaims), to_bytes(output), to_error(error),
             _optional_text(node), to_bytes(progress), _optional_text(signal_name),
             _optional_int(due_at), _optional_int(started_at), _optional_int(finished_at),
             _optional_int(heartbeat_at),
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def stored(self) -> StoredStep:
         """The step as ``get_run`` returns it."""
