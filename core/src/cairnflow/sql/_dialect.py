@@ -4,7 +4,9 @@
 SPI written in portable SQL with ``?`` placeholders. A :class:`Dialect` says
 how one engine differs: its placeholder style, identifier quoting, how a
 transaction begins, how rows are locked, how a claim is made, which errors
-mean what, and how migrations are serialised across processes. A third party
+mean what, how migrations are serialised across processes, and how runs are
+written in the application's own transaction (which connections it accepts,
+its savepoint, a notification sent at its commit). A third party
 adds an engine (CockroachDB, DuckDB, ...) by writing a dialect, a way to get
 connections and its migration files.
 """
@@ -178,6 +180,7 @@ class Dialect:
 
     # -- enqueueing in the application's transaction (Cap.TRANSACTIONAL_ENQUEUE) --------------
     savepoint_name = "cairnflow_enqueue"
+    """The savepoint :meth:`savepoint` holds in the application's transaction."""
 
     def application_connection(self, tx: Any) -> Any:
         """The DB-API connection behind what the application passed to ``enqueue_tx``.
