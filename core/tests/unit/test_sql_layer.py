@@ -1,4 +1,5 @@
-"""The shared SQL layer's pure parts: statement splitting, names, migrations files, the pool."""
+"""The shared SQL layer's pure parts: statement splitting, names, migrations files, the pool,
+statements and rows, the default savepoint."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ import pytest
 
 import cairnflow as cf
 from cairnflow.sql import (
+    ClaimedRun,
+    ClaimedStep,
     Dialect,
     ErrorClass,
     Migration,
+    Queries,
     QueuePool,
+    RunRow,
+    StepRow,
     Tables,
+    _statements,
     default_classifier,
     load_migrations,
     split_statements,
@@ -186,3 +193,57 @@ def test_the_default_classifier_reads_the_sqlstate_of_every_common_postgres_driv
     neither = ErrorClass()
     assert default_classifier(_DictArgsError({"C": "42P01", "M": "no such table"})) == neither
     assert default_classifier(ValueError("no sqlstate at all")) == neither
+@pytest.mark.parametrize(
+    ("columns", "row"),
+    [
+        (_statements.RUN_COLUMNS, RunRow),
+        (_statements.STEP_COLUMNS, StepRow),
+        (_statements.CLAIMED_COLUMNS, ClaimedStep),
+        (_statements.CLAIM_RUN_COLUMNS, ClaimedRun),
+    ],
+)
+def test_each_column_list_is_its_row_types_fields(columns: str, row: type[Any]) -> None:
+    fields = [f for f in row._fields if f != "run"]  # a claimed step's run is not a column
+    assert [c.strip() for c in columns.split(",")] == fields
+
+
+def test_statements_render_the_namespace_and_leave_the_lists_for_later() -> None:
+    dialect = Dialect()
+    queries = Queries(Tables.build("app_", None, dialect.quote), dialect)
+    assert queries.lock_run == 'SELECT state, steps_left FROM "app_runs" WHERE id = ? FOR UPDATE'
+    sql, params = queries.cancel_steps(7, ["s1", "s2"])
+    assert "{" not in sql
+    expected = """UPDATE "app_steps" SET status = 'cancelled', finished_at = ?, due_at = NULL
+        WHERE id IN (?, ?)"""
+    assert sql.split() == expected.split()
+    assert params == (7, "s1", "s2")
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, params: Any = ()) -> None:
+        self.statements.append(sql)
+
+
+def test_the_default_savepoint_rolls_back_only_the_block() -> None:
+    dialect, cursor = Dialect(), _Recorder()
+    with dialect.savepoint(cursor):
+        cursor.execute("INSERT")
+
+    def refused() -> None:
+        with dialect.savepoint(cursor):
+            cursor.execute("INSERT")
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        refused()
+    assert cursor.statements == [
+        "SAVEPOINT cairnflow_enqueue",
+        "INSERT",
+        "RELEASE SAVEPOINT cairnflow_enqueue",
+        "SAVEPOINT cairnflow_enqueue",
+        "INSERT",
+        "ROLLBACK TO SAVEPOINT cairnflow_enqueue",
+    ]

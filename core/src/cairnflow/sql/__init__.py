@@ -4,6 +4,17 @@ A SQL driver is thin: a :class:`Dialect` (what its engine does differently),
 :class:`Connections` (usually a pool), numbered migration files, and a
 ``from_url``. Everything else — the transitions, fencing, fan-in, the
 idempotency rule, migrations and their ledger — lives here once.
+
+:class:`SQLStore` is composed of parts, one module per kind of transition
+(``_enqueue``, ``_claims``, ``_leases``, ``_outcomes``, ``_reads``,
+``_schema``) over one transaction runner (``_transactions``). Every statement
+is a named template in ``_statements``, rendered once per store by
+:class:`Queries`; the rows the store reads are named types (:class:`RunRow`,
+:class:`StepRow`, :class:`ClaimedStep`, ...), never read by position. Enqueueing
+in the application's transaction asks the dialect for the connection, a
+savepoint and the in-transaction notification
+(:meth:`Dialect.application_connection`, :meth:`Dialect.savepoint`,
+:meth:`Dialect.notify_in_transaction`).
 """
 
 from ._dialect import ClaimedRow, ClaimPlan, Connections, Cursor, Dialect, Statement
@@ -11,6 +22,7 @@ from ._errors import ErrorClass, ErrorClassifier, default_classifier
 from ._migrations import Migration, load_migrations, split_statements
 from ._pool import QueuePool
 from ._queries import Queries
+from ._rows import ClaimedRun, ClaimedStep, RunRow, StepRow
 from ._store import SQL_CAPABILITIES, SQLStore, StoreStats
 from ._tables import PREFIX_PATTERN, SCHEMA_PATTERN, TABLES, Tables
 
@@ -21,6 +33,8 @@ __all__ = [
     "TABLES",
     "ClaimPlan",
     "ClaimedRow",
+    "ClaimedRun",
+    "ClaimedStep",
     "Connections",
     "Cursor",
     "Dialect",
@@ -29,8 +43,10 @@ __all__ = [
     "Migration",
     "Queries",
     "QueuePool",
+    "RunRow",
     "SQLStore",
     "Statement",
+    "StepRow",
     "StoreStats",
     "Tables",
     "default_classifier",

@@ -4,7 +4,9 @@
 SPI written in portable SQL with ``?`` placeholders. A :class:`Dialect` says
 how one engine differs: its placeholder style, identifier quoting, how a
 transaction begins, how rows are locked, how a claim is made, which errors
-mean what, and how migrations are serialised across processes. A third party
+mean what, how migrations are serialised across processes, and how runs are
+written in the application's own transaction (which connections it accepts,
+its savepoint, a notification sent at its commit). A third party
 adds an engine (CockroachDB, DuckDB, ...) by writing a dialect, a way to get
 connections and its migration files.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -22,13 +25,17 @@ from ._tables import Tables
 
 __all__ = ["ClaimPlan", "ClaimedRow", "Connections", "Cursor", "Dialect", "Statement"]
 
+log = logging.getLogger("cairnflow.sql")
+
 Cursor = Any
 """A DB-API 2.0 cursor."""
 
 ClaimedRow = tuple[Any, ...]
-"""``(id, run_id, name, kind, attempt, failures, reclaims, parents)`` of a claimed step,
-followed by ``(run id, workflow, queue, payload, labels)`` of its run when the claim
-returned them (:attr:`ClaimPlan.update_returning_runs`)."""
+"""A row a claim returns, as the DB-API driver returned it: ``(id, run_id, name, kind,
+attempt, failures, reclaims, parents)`` of a claimed step, followed by ``(run id, workflow,
+queue, payload, labels)`` of its run when the claim returned them
+(:attr:`ClaimPlan.update_returning_runs`). The store reads it as a
+:class:`~cairnflow.sql.ClaimedStep`."""
 
 Statement = tuple[str, tuple[Any, ...]]
 """Portable SQL (``?`` placeholders) and its parameters."""
@@ -158,7 +165,7 @@ class Dialect:
         """Claim with a locking SELECT, an UPDATE by primary key, and a SELECT of the rows."""
         sql, params = plan.select_ready
         cursor.execute(self.sql(sql), params)
-        ids = [row[0] for row in cursor.fetchall()]
+        ids = [step_id for (step_id,) in cursor.fetchall()]
         if not ids:
             return []
         return self.lease_ids(cursor, plan, ids)
@@ -170,6 +177,50 @@ class Dialect:
         sql, params = plan.claimed_rows_runs(ids)
         cursor.execute(self.sql(sql), params)
         return list(cursor.fetchall())
+
+    # -- enqueueing in the application's transaction (Cap.TRANSACTIONAL_ENQUEUE) --------------
+    savepoint_name = "cairnflow_enqueue"
+    """The savepoint :meth:`savepoint` holds in the application's transaction."""
+
+    def application_connection(self, tx: Any) -> Any:
+        """The DB-API connection behind what the application passed to ``enqueue_tx``.
+
+        A dialect refuses here what it cannot enqueue on atomically (another
+        driver's object, autocommit, an aborted transaction), with an error
+        that says what to pass instead. The default takes ``tx`` as it is.
+        """
+        return tx
+
+    @contextlib.contextmanager
+    def savepoint(self, cursor: Cursor) -> Iterator[None]:
+        """Hold the block's writes in a savepoint of the application's transaction.
+
+        If the block raises (a duplicate key), its writes are rolled back and the
+        application's own writes stay, its transaction usable. The default is
+        standard SQL: ``SAVEPOINT``, ``ROLLBACK TO SAVEPOINT`` on an error,
+        ``RELEASE SAVEPOINT``. A rollback that fails is ignored: the error that
+        ended the block already ended the transaction (a deadlock, on InnoDB),
+        and that error is raised.
+        """
+        name = self.savepoint_name
+        cursor.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            try:
+                cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            except Exception:
+                log.debug("rolling back to the enqueue savepoint failed", exc_info=True)
+            raise
+        cursor.execute(f"RELEASE SAVEPOINT {name}")
+
+    def notify_in_transaction(self, cursor: Cursor, channel: str) -> None:
+        """Queue the wake-up of an enqueue in the application's transaction (default: none).
+
+        Called after the inserts, inside the savepoint, by a store with a
+        notifier: an engine that delivers notifications at commit (Postgres's
+        ``NOTIFY``) sends it then, and never after a rollback.
+        """
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:

@@ -1,9 +1,9 @@
-"""The SQL of the Store SPI, in one place, in portable SQL with ``?`` placeholders.
+"""Every statement of the SQL store, rendered for one namespace and dialect.
 
-Rendered once per store for its namespace: table names come from
-:class:`Tables` (validated, quoted) and the lock clauses from the dialect.
-Values are always bound, never formatted in. Lists (``IN (...)``) get one
-placeholder per item.
+The SQL itself lives in :mod:`._statements`, one named template per
+statement; :class:`Queries` renders each once, when the store is built, and
+its methods fill the per-call parts: lists (``IN (...)``) get one placeholder
+per item, and values are always bound, never formatted in.
 """
 
 from __future__ import annotations
@@ -11,23 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from . import _statements as s
 from ._dialect import ClaimPlan, Dialect, Statement
+from ._statements import RUN_COLUMNS, STEP_COLUMNS, UNFINISHED
 from ._tables import Tables
 
 __all__ = ["RUN_COLUMNS", "STEP_COLUMNS", "UNFINISHED", "Queries", "marks"]
-
-UNFINISHED = ("blocked", "scheduled", "ready", "running", "sleeping", "waiting")
-"""Step statuses that can still change."""
-
-RUN_COLUMNS = (
-    "seq, id, workflow, queue, state, payload, idem_key, labels, created_at, run_at, "
-    "finished_at, error"
-)
-STEP_COLUMNS = (
-    "name, kind, status, parents, attempt, failures, reclaims, output, error, node, progress, "
-    "signal_name, due_at, started_at, finished_at, heartbeat_at"
-)
-_CLAIMED = "id, run_id, name, kind, attempt, failures, reclaims, parents"
 
 
 def marks(count: int) -> str:
@@ -46,229 +35,93 @@ def held_by(count: int) -> str:
 
 
 class Queries:
-    """Every statement of the SQL store for one namespace and dialect."""
+    """Every statement of the SQL store for one namespace and dialect.
+
+    Attributes without a leading underscore are complete statements; the
+    others are templates whose lists the methods below fill.
+    """
 
     def __init__(self, tables: Tables, dialect: Dialect) -> None:
         self.tables = tables
-        t = tables.template()
-        lock = dialect.for_update
         self.dialect = dialect
+        values = {
+            **tables.template(),
+            "for_update": dialect.for_update,
+            "skip_locked": dialect.skip_locked,
+            "lock_runs_joined": dialect.lock_runs_joined or "",
+        }
 
-        # -- creating runs ------------------------------------------------------------------
-        self.insert_run = f"""
-            INSERT INTO {t["runs"]}
-                (id, workflow, queue, priority, state, payload, idem_key, active_key, labels,
-                 steps_left, created_at, run_at)
-            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)"""
-        self.insert_step = f"""
-            INSERT INTO {t["steps"]}
-                (id, run_id, workflow, queue, priority, name, kind, position, parents, children,
-                 parents_left, status, due_at, attempt, failures, reclaims)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
-        self._holder_of_key = f"""
-            SELECT id, active_key FROM {t["runs"]}
-            WHERE workflow = ? AND active_key IN ({{keys}})"""
+        def r(template: str) -> str:
+            return s.render(template, values)
 
-        # -- claiming ----------------------------------------------------------------------------
-        # Only due steps are 'ready' (steps due later are 'scheduled' until promoted), so the
-        # claim has no range condition: it walks the ready index in order and stops at n.
-        self._ready = f"""
-            SELECT id FROM {t["steps"]}
-            WHERE status = 'ready' AND workflow IN ({{workflows}}){{queues}}
-            ORDER BY priority DESC, due_at, id
-            LIMIT ?"""
-        self._claimed_set = """
-            status = 'running', attempt = attempt + 1, lease_token = ?, lease_until = ?,
-            node = ?, started_at = ?, heartbeat_at = NULL"""
-        self._update_returning = f"""
-            UPDATE {t["steps"]} SET {self._claimed_set}
-            WHERE id IN ({{ready}}{dialect.skip_locked})
-            RETURNING {_CLAIMED}"""
-        # The same claim returning its runs' payloads too, where UPDATE ... FROM may
-        # return the joined table's columns (Postgres): one statement instead of two.
-        claimed_s = ", ".join(f"s.{c.strip()}" for c in _CLAIMED.split(","))
-        self._update_returning_runs = f"""
-            UPDATE {t["steps"]} s SET {self._claimed_set}
-            FROM {t["runs"]} r
-            WHERE r.id = s.run_id AND s.id IN ({{ready}}{dialect.skip_locked})
-            RETURNING {claimed_s}, r.id, r.workflow, r.queue, r.payload, r.labels"""
-        self._mark_claimed = f"""
-            UPDATE {t["steps"]} SET {self._claimed_set}
-            WHERE id IN ({{ids}}) AND status = 'ready'"""
-        self._claimed_rows = f"SELECT {_CLAIMED} FROM {t['steps']} WHERE id IN ({{ids}})"
-        self._claimed_rows_runs = f"""
-            SELECT {claimed_s}, r.id, r.workflow, r.queue, r.payload, r.labels
-            FROM {t["steps"]} s JOIN {t["runs"]} r ON r.id = s.run_id
-            WHERE s.id IN ({{ids}})"""
-        self._claim_runs = f"""
-            SELECT id, workflow, queue, payload, labels FROM {t["runs"]} WHERE id IN ({{ids}})"""
-        self._claim_inputs = f"""
-            SELECT run_id, name, output FROM {t["steps"]}
-            WHERE run_id IN ({{ids}}) AND status = 'succeeded' AND name IN ({{names}})"""
-
-        # -- leases ------------------------------------------------------------------------------
-        self._renew = f"""
-            UPDATE {t["steps"]} SET lease_until = ?
-            WHERE status = 'running' AND {{held}}"""
-        self._lease_states = f"""
-            SELECT id, lease_token, status FROM {t["steps"]} WHERE id IN ({{ids}})"""
-        self.heartbeat = f"""
-            UPDATE {t["steps"]} SET lease_until = ?, heartbeat_at = ?
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        self.progress = f"""
-            UPDATE {t["steps"]} SET progress = ?, heartbeat_at = ?
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        self.lease_state = f"SELECT status, lease_token FROM {t['steps']} WHERE id = ?"
-        self._hand_back = f"""
-            UPDATE {t["steps"]}
-            SET status = 'ready', due_at = ?, lease_token = NULL, lease_until = NULL
-            WHERE status = 'running' AND {{held}}"""
-        self._expired = f"""
-            SELECT id, run_id, workflow, name, attempt, failures, reclaims, lease_token
-            FROM {t["steps"]}
-            WHERE status = 'running' AND lease_until < ? AND workflow IN ({{workflows}})
-            ORDER BY lease_until
-            LIMIT ?"""
-        self.requeue_expired = f"""
-            UPDATE {t["steps"]}
-            SET status = 'ready', due_at = ?, reclaims = reclaims + 1,
-                lease_token = NULL, lease_until = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running' AND lease_until < ?"""
-
-        # -- outcomes (the run row is locked first, always: one lock order, no deadlock) ----------
-        self.step_of = f"SELECT run_id, children FROM {t['steps']} WHERE id = ?"
-        self._steps_of = f"SELECT id, run_id, children FROM {t['steps']} WHERE id IN ({{ids}})"
-        joined_lock = dialect.lock_runs_joined or ""
-        self._steps_with_runs = f"""
-            SELECT s.id, s.run_id, s.children, r.steps_left
-            FROM {t["steps"]} s JOIN {t["runs"]} r ON r.id = s.run_id
-            WHERE s.id IN ({{ids}})
-            ORDER BY r.id{joined_lock}"""
-        self.lock_run = f"SELECT state, steps_left FROM {t['runs']} WHERE id = ?{lock}"
-        # Through the unique id index, in id order: InnoDB locks the rows as it reads them.
-        self._lock_runs = f"""
-            SELECT id, steps_left FROM {t["runs"]} WHERE id IN ({{ids}}) ORDER BY id{lock}"""
-        self.succeed = f"""
-            UPDATE {t["steps"]}
-            SET status = 'succeeded', output = ?, finished_at = ?, due_at = NULL,
-                lease_token = NULL, lease_until = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        # Many successes in one statement (one round trip): each output picked by step id,
-        # each row fenced by its own lease. ELSE keeps the column's type for the CASE.
-        self._succeed_many = f"""
-            UPDATE {t["steps"]}
-            SET status = 'succeeded', output = CASE id {{whens}} ELSE output END,
-                finished_at = ?, due_at = NULL, lease_token = NULL, lease_until = NULL
-            WHERE status = 'running' AND {{held}}"""
-        self.retry = f"""
-            UPDATE {t["steps"]}
-            SET status = ?, due_at = ?, failures = failures + 1, error = ?, reclaims = 0,
-                lease_token = NULL, lease_until = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        self.fail = f"""
-            UPDATE {t["steps"]}
-            SET status = 'failed', failures = failures + 1, error = ?, finished_at = ?,
-                due_at = NULL, lease_token = NULL, lease_until = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        self.snooze = f"""
-            UPDATE {t["steps"]}
-            SET status = ?, due_at = ?, lease_token = NULL, lease_until = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        self.sleep = f"""
-            UPDATE {t["steps"]}
-            SET status = 'sleeping', due_at = ?, output = ?, lease_token = NULL, lease_until = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        self.wait = f"""
-            UPDATE {t["steps"]}
-            SET status = 'waiting', due_at = ?, signal_name = ?, lease_token = NULL,
-                lease_until = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running'"""
-        self.oldest_signal = f"""
-            SELECT seq, payload FROM {t["signals"]}
-            WHERE run_id = ? AND name = ?
-            ORDER BY seq
-            LIMIT 1"""
-        self.consume_signal = f"DELETE FROM {t['signals']} WHERE seq = ?"
-        self.resolve_wait = f"""
-            UPDATE {t["steps"]}
-            SET status = 'succeeded', output = ?, finished_at = ?, due_at = NULL
-            WHERE id = ? AND status = 'waiting'"""
-        self._release_children = f"""
-            UPDATE {t["steps"]} SET parents_left = parents_left - 1
-            WHERE run_id = ? AND name IN ({{names}})"""
-        self._ready_children = f"""
-            UPDATE {t["steps"]} SET status = 'ready', due_at = ?
-            WHERE run_id = ? AND name IN ({{names}}) AND parents_left = 0 AND status = 'blocked'"""
-        self.count_steps_done = f"UPDATE {t['runs']} SET steps_left = steps_left - ? WHERE id = ?"
-        self.end_run = f"""
-            UPDATE {t["runs"]}
-            SET state = ?, finished_at = ?, error = ?, active_key = NULL
-            WHERE id = ? AND state = 'active'"""
-        unfinished = ", ".join(f"'{s}'" for s in UNFINISHED)
-        self.unfinished_steps = f"""
-            SELECT id FROM {t["steps"]} WHERE run_id = ? AND status IN ({unfinished})"""
-        self._cancel_steps = f"""
-            UPDATE {t["steps"]} SET status = 'cancelled', finished_at = ?, due_at = NULL
-            WHERE id IN ({{ids}})"""
-        self.drop_signals = f"DELETE FROM {t['signals']} WHERE run_id = ?"
-        self._drop_signals_of = f"DELETE FROM {t['signals']} WHERE run_id IN ({{ids}})"
-        # By id only: these runs are locked and every step of each succeeded, so each is
-        # still active. (A state condition here can send a planner down the state index.)
-        self._runs_succeeded = f"""
-            UPDATE {t["runs"]}
-            SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL
-            WHERE id IN ({{ids}})"""
-
-        # -- due work ---------------------------------------------------------------------------
-        self._due = f"""
-            SELECT id, run_id, status FROM {t["steps"]}
-            WHERE status IN ('scheduled', 'sleeping', 'waiting') AND due_at <= ?
-                AND workflow IN ({{workflows}})
-            ORDER BY due_at
-            LIMIT ?"""
-        self._promote = f"""
-            UPDATE {t["steps"]} SET status = 'ready'
-            WHERE id IN ({{ids}}) AND status = 'scheduled'"""
-        self.wake_sleeper = f"""
-            UPDATE {t["steps"]} SET status = 'succeeded', finished_at = ?, due_at = NULL
-            WHERE id = ? AND status = 'sleeping' AND due_at <= ?"""
-        self.time_out_wait = f"""
-            UPDATE {t["steps"]}
-            SET status = 'failed', failures = failures + 1, error = ?, finished_at = ?,
-                due_at = NULL
-            WHERE id = ? AND status = 'waiting' AND due_at <= ?"""
-        self.step_signal = f"SELECT signal_name, attempt, name FROM {t['steps']} WHERE id = ?"
-
-        # -- signals and cancel ------------------------------------------------------------------
-        self.waiting_for = f"""
-            SELECT id, children FROM {t["steps"]}
-            WHERE run_id = ? AND status = 'waiting' AND signal_name = ?
-            ORDER BY position
-            LIMIT 1"""
-        self.insert_signal = f"""
-            INSERT INTO {t["signals"]} (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)"""
-
-        # -- reading -------------------------------------------------------------------
-        self.get_run = f"SELECT {RUN_COLUMNS} FROM {t['runs']} WHERE id = ?"
-        self.get_steps = f"""
-            SELECT {STEP_COLUMNS} FROM {t["steps"]} WHERE run_id = ? ORDER BY position"""
-        self._list_runs = f"""
-            SELECT {RUN_COLUMNS} FROM {t["runs"]}
-            WHERE 1 = 1{{filters}}
-            ORDER BY seq DESC
-            LIMIT ?"""
-        self._step_counts = f"""
-            SELECT run_id, status, COUNT(*) FROM {t["steps"]}
-            WHERE run_id IN ({{ids}})
-            GROUP BY run_id, status"""
-
-        # -- schema --------------------------------------------------------------------------------
-        self.ledger = f"SELECT version, name, checksum FROM {t['migrations']} ORDER BY version"
-        self.record_migration = f"""
-            INSERT INTO {t["migrations"]} (version, name, checksum, applied_at)
-            VALUES (?, ?, ?, ?)"""
+        # -- creating runs
+        self.insert_run = r(s.INSERT_RUN)
+        self.insert_step = r(s.INSERT_STEP)
+        self._holder_of_key = r(s.HOLDER_OF_KEY)
+        # -- claiming
+        self._ready = r(s.READY)
+        self._update_returning = r(s.UPDATE_RETURNING)
+        self._update_returning_runs = r(s.UPDATE_RETURNING_RUNS)
+        self._mark_claimed = r(s.MARK_CLAIMED)
+        self._claimed_rows = r(s.CLAIMED_ROWS)
+        self._claimed_rows_runs = r(s.CLAIMED_ROWS_RUNS)
+        self._claim_runs = r(s.CLAIM_RUNS)
+        self._claim_inputs = r(s.CLAIM_INPUTS)
+        # -- leases
+        self._renew = r(s.RENEW)
+        self._lease_states = r(s.LEASE_STATES)
+        self.heartbeat = r(s.HEARTBEAT)
+        self.progress = r(s.PROGRESS)
+        self.lease_state = r(s.LEASE_STATE)
+        self._hand_back = r(s.HAND_BACK)
+        self._expired = r(s.EXPIRED)
+        self.requeue_expired = r(s.REQUEUE_EXPIRED)
+        # -- outcomes
+        self.step_of = r(s.STEP_OF)
+        self._steps_of = r(s.STEPS_OF)
+        self._steps_with_runs = r(s.STEPS_WITH_RUNS)
+        self.lock_run = r(s.LOCK_RUN)
+        self._lock_runs = r(s.LOCK_RUNS)
+        self.succeed = r(s.SUCCEED)
+        self._succeed_many = r(s.SUCCEED_MANY)
+        self.retry = r(s.RETRY)
+        self.fail = r(s.FAIL)
+        self.snooze = r(s.SNOOZE)
+        self.sleep = r(s.SLEEP)
+        self.wait = r(s.WAIT)
+        self.oldest_signal = r(s.OLDEST_SIGNAL)
+        self.consume_signal = r(s.CONSUME_SIGNAL)
+        self.resolve_wait = r(s.RESOLVE_WAIT)
+        self._release_children = r(s.RELEASE_CHILDREN)
+        self._ready_children = r(s.READY_CHILDREN)
+        self.count_steps_done = r(s.COUNT_STEPS_DONE)
+        self.end_run = r(s.END_RUN)
+        self.unfinished_steps = r(s.UNFINISHED_STEPS)
+        self._cancel_steps = r(s.CANCEL_STEPS)
+        self.drop_signals = r(s.DROP_SIGNALS)
+        self._drop_signals_of = r(s.DROP_SIGNALS_OF)
+        self._runs_succeeded = r(s.RUNS_SUCCEEDED)
+        # -- due work
+        self._due = r(s.DUE)
+        self._promote = r(s.PROMOTE)
+        self.wake_sleeper = r(s.WAKE_SLEEPER)
+        self.time_out_wait = r(s.TIME_OUT_WAIT)
+        self.step_signal = r(s.STEP_SIGNAL)
+        # -- signals and cancel
+        self.waiting_for = r(s.WAITING_FOR)
+        self.insert_signal = r(s.INSERT_SIGNAL)
+        # -- reading
+        self.get_run = r(s.GET_RUN)
+        self.get_steps = r(s.GET_STEPS)
+        self._list_runs = r(s.LIST_RUNS)
+        self._step_counts = r(s.STEP_COUNTS)
+        # -- schema
+        self.ledger_ddl = r(s.LEDGER_DDL)
+        self.ledger = r(s.LEDGER)
+        self.record_migration = r(s.RECORD_MIGRATION)
         self.probe = {
-            table: f"SELECT 1 FROM {t[table]} WHERE 1 = 0" for table in ("runs", "steps", "signals")
+            table: s.render(s.PROBE, {**values, "table": values[table]})
+            for table in ("runs", "steps", "signals")
         }
 
     # -- statements with lists ---------------------------------------------------------

@@ -20,7 +20,9 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
+
+import pymysql
 
 from cairnflow import CairnError
 from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass
@@ -52,7 +54,8 @@ class MySQLDialect(Dialect):
     ``server`` is what the store read when it connected (None before that:
     the choices then are the ones every supported server accepts).
     ``migration_lock_timeout`` is how many seconds a migrator waits for
-    another one to finish.
+    another one to finish. ``database`` is the store's: an application
+    connection given to ``enqueue_tx`` must be on it (None: not checked).
     """
 
     name = "mysql"
@@ -70,7 +73,11 @@ class MySQLDialect(Dialect):
     now_sql = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) * 1000"
 
     def __init__(
-        self, server: ServerVersion | None = None, *, migration_lock_timeout: int = 300
+        self,
+        server: ServerVersion | None = None,
+        *,
+        migration_lock_timeout: int = 300,
+        database: str | None = None,
     ) -> None:
         if isinstance(migration_lock_timeout, bool) or migration_lock_timeout < 1:
             raise ValueError(
@@ -78,6 +85,7 @@ class MySQLDialect(Dialect):
             )
         self.server = server
         self.migration_lock_timeout = int(migration_lock_timeout)
+        self.database = database
 
     @property
     def sorts_claims_in_index(self) -> bool:
@@ -137,6 +145,41 @@ class MySQLDialect(Dialect):
         if not locked:
             return []
         return self.lease_ids(cursor, plan, locked)
+
+    def application_connection(self, tx: Any) -> pymysql.connections.Connection[Any]:
+        """The application's PyMySQL connection, if the runs can be written atomically on it.
+
+        Refused: another object, autocommit on (each INSERT would commit on its
+        own), a charset other than utf8mb4, and a current database other than
+        the store's. The runs are then written in a savepoint (the standard
+        one, :meth:`Dialect.savepoint`).
+        """
+        if not isinstance(tx, pymysql.connections.Connection):
+            raise TypeError(
+                f"enqueue_tx() on MySQLStore takes the application's PyMySQL "
+                f"connection (pymysql.connections.Connection), got {type(tx).__name__}"
+            )
+        if tx.get_autocommit():
+            raise CairnError(
+                "enqueue_tx() needs a connection with autocommit off: with autocommit on, "
+                "each INSERT would commit on its own instead of with your transaction"
+            )
+        if tx.charset != "utf8mb4":
+            raise CairnError(
+                f"enqueue_tx() needs a connection with charset utf8mb4, got {tx.charset!r}: "
+                f"labels and keys are utf8mb4"
+            )
+        if self.database is not None:
+            with tx.cursor() as cursor:
+                cursor.execute("SELECT DATABASE()")
+                row = cursor.fetchone()
+            current = row[0] if row else None
+            if current != self.database:
+                raise CairnError(
+                    f"enqueue_tx(): the connection's current database is {current!r}, but "
+                    f"this store's tables are in {self.database!r}"
+                )
+        return tx
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pymysql
@@ -13,7 +13,7 @@ from pymysql.constants import CLIENT
 from cairnflow import CairnError, Cap, Unavailable, ids
 from cairnflow.notify import LOCAL
 from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
-from cairnflow.store import NewRun, StoreInfo
+from cairnflow.store import StoreInfo
 
 from ._dialect import MySQLDialect
 from ._errors import classify_mysql_error
@@ -103,6 +103,15 @@ class MySQLStore(SQLStore):
     waits for another. ``connect_args`` go to ``pymysql.connect()`` (for
     example ``init_command`` or an ``ssl`` dict); the driver's own settings
     (charset, autocommit, client flags, sql_mode) cannot be overridden.
+
+    ``client.enqueue_tx(conn, ...)`` takes the application's open PyMySQL
+    connection (autocommit off, utf8mb4, on this store's database): the runs
+    are written inside a savepoint of its transaction, never committed here.
+    If the enqueue fails (a duplicate key raises :class:`cairnflow.DuplicateRun`)
+    the savepoint is rolled back, so the application's own writes stay as they
+    were and its transaction can go on. A deadlock rolls the application's
+    whole transaction back (InnoDB's rule): that error is raised for the
+    application to retry its transaction.
     """
 
     capabilities = MYSQL_CAPABILITIES
@@ -147,7 +156,10 @@ class MySQLStore(SQLStore):
         self.database = target.database
         self.lock_wait_timeout: int | None = wait
         self._connect_kwargs = _connect_kwargs(target, connect_options, connect_args)
-        dialect = MySQLDialect(migration_lock_timeout=opts.get("migration_lock_timeout", 300))
+        dialect = MySQLDialect(
+            migration_lock_timeout=opts.get("migration_lock_timeout", 300),
+            database=target.database,
+        )
         self._mysql_dialect = dialect
         self._server: ServerVersion | None = None
         pool = MySQLPool(
@@ -246,64 +258,6 @@ class MySQLStore(SQLStore):
         elif server.flavor != self._server.flavor or server.version != self._server.version:
             log.warning("%s now reports %s (was %s)", where, server.name, self._server.name)
         return conn
-
-    # -- transactional enqueue -----------------------------------------------------------------
-    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
-        """Insert runs with their steps in one transaction (or in the application's ``tx``).
-
-        ``tx`` is the application's open PyMySQL connection
-        (``Cap.TRANSACTIONAL_ENQUEUE``): the rows are written inside a savepoint
-        of its transaction, never committed here. If the enqueue fails (a
-        duplicate key raises :class:`cairnflow.DuplicateRun`) the savepoint is
-        rolled back, so the application's own writes stay as they were and its
-        transaction can go on. A deadlock rolls the application's whole
-        transaction back (InnoDB's rule): that error is raised for the
-        application to retry its transaction.
-        """
-        if tx is None or not runs:
-            return super().create_runs(runs, tx=tx)
-        self._check_application_connection(tx)
-        with tx.cursor() as cursor:
-            cursor.execute("SAVEPOINT cairnflow_enqueue")
-        try:
-            created = super().create_runs(runs, tx=tx)
-        except BaseException:
-            try:
-                with tx.cursor() as cursor:
-                    cursor.execute("ROLLBACK TO SAVEPOINT cairnflow_enqueue")
-            except Exception:
-                # A deadlock already rolled the whole transaction (and the savepoint) back.
-                log.debug("rolling back to the enqueue savepoint failed", exc_info=True)
-            raise
-        with tx.cursor() as cursor:
-            cursor.execute("RELEASE SAVEPOINT cairnflow_enqueue")
-        return created
-
-    def _check_application_connection(self, tx: Any) -> None:
-        if not isinstance(tx, pymysql.connections.Connection):
-            raise TypeError(
-                f"enqueue_tx() on {type(self).__name__} takes the application's PyMySQL "
-                f"connection (pymysql.connections.Connection), got {type(tx).__name__}"
-            )
-        if tx.get_autocommit():
-            raise CairnError(
-                "enqueue_tx() needs a connection with autocommit off: with autocommit on, "
-                "each INSERT would commit on its own instead of with your transaction"
-            )
-        if tx.charset != "utf8mb4":
-            raise CairnError(
-                f"enqueue_tx() needs a connection with charset utf8mb4, got {tx.charset!r}: "
-                f"labels and keys are utf8mb4"
-            )
-        with tx.cursor() as cursor:
-            cursor.execute("SELECT DATABASE()")
-            row = cursor.fetchone()
-        current = row[0] if row else None
-        if current != self.database:
-            raise CairnError(
-                f"enqueue_tx(): the connection's current database is {current!r}, but this "
-                f"store's tables are in {self.database!r}"
-            )
 
     def __repr__(self) -> str:
         return f"<MySQLStore {self.url.redacted()} prefix={self.tables.prefix!r}>"

@@ -25,6 +25,7 @@ from psycopg import IsolationLevel
 from psycopg.pq import TransactionStatus
 from psycopg_pool import PoolClosed, PoolTimeout
 
+from cairnflow import CairnError
 from cairnflow.sql import (
     ClaimedRow,
     ClaimPlan,
@@ -87,6 +88,21 @@ def advisory_key(namespace: str) -> int:
 def _connection(cursor: Cursor) -> psycopg.Connection[Any]:
     conn: psycopg.Connection[Any] = cursor.connection
     return conn
+
+
+def _application_connection(tx: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection behind what the application passed to ``enqueue_tx``."""
+    if isinstance(tx, psycopg.Connection):
+        return tx
+    conn = getattr(tx, "connection", None)
+    if isinstance(tx, psycopg.Transaction | psycopg.Cursor) and isinstance(
+        conn, psycopg.Connection
+    ):
+        return conn
+    raise TypeError(
+        "enqueue_tx() on Postgres takes the application's psycopg.Connection (or a "
+        f"psycopg.Transaction or Cursor of it), got {type(tx).__qualname__}"
+    )
 
 
 class PostgresDialect(Dialect):
@@ -162,6 +178,54 @@ class PostgresDialect(Dialect):
         sql, params = plan.update_returning_runs
         cursor.execute(self.sql(sql), params)
         return lambda: list(cursor.fetchall())
+
+    def application_connection(self, tx: Any) -> psycopg.Connection[Any]:
+        """The application's psycopg connection, with a transaction open or about to open.
+
+        ``tx`` is a ``psycopg.Connection``, or a ``Transaction`` or ``Cursor`` of
+        one. Refused: an aborted transaction, a connection busy with another
+        statement, and an autocommit connection outside a transaction block
+        (each INSERT would commit alone).
+        """
+        conn = _application_connection(tx)
+        status = conn.info.transaction_status
+        if status == TransactionStatus.INERROR:
+            raise CairnError(
+                "the application's transaction is aborted (an earlier statement failed): "
+                "roll it back before enqueueing"
+            )
+        if status == TransactionStatus.ACTIVE:
+            raise CairnError("the application's connection is busy running another statement")
+        if conn.autocommit and status == TransactionStatus.IDLE:
+            raise CairnError(
+                "enqueue_tx() needs the application's transaction, but this autocommit "
+                "connection has none open: enqueue inside `with conn.transaction():`"
+            )
+        return conn
+
+    @contextlib.contextmanager
+    def savepoint(self, cursor: Cursor) -> Iterator[None]:
+        """``SAVEPOINT``, rolled back to only if the block left the transaction aborted.
+
+        A failed statement aborts a Postgres transaction: rolling back to the
+        savepoint makes it usable again. An error that did not (one raised in
+        Python) leaves the block's writes in place, as the block left them.
+        """
+        name = self.savepoint_name
+        cursor.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if _connection(cursor).info.transaction_status == TransactionStatus.INERROR:
+                    cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                cursor.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        cursor.execute(f"RELEASE SAVEPOINT {name}")
+
+    def notify_in_transaction(self, cursor: Cursor, channel: str) -> None:
+        """Queue a ``NOTIFY``: Postgres delivers it at commit, and drops it on rollback."""
+        cursor.execute("SELECT pg_notify(%s, '')", (channel,))
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:

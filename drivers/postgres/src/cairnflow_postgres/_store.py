@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from cairnflow import CairnError, Cap, InvalidName, Unavailable, ids
 from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
-from cairnflow.store import NewRun, StoreInfo
+from cairnflow.store import StoreInfo
 
 from ._dialect import PostgresDialect
 from ._notify import PgNotifier, channel_name, lend_alive
@@ -38,7 +38,6 @@ POSTGRES_CAPABILITIES = SQL_CAPABILITIES | {
 application's transaction, and the server's clock."""
 
 SCHEMES = ("postgresql", "postgres")
-_SAVEPOINT = "cairnflow_enqueue"
 
 # Options from_url reads from keyword arguments and from the URL's query string (libpq would
 # refuse them), converting the strings a command line gives.
@@ -171,6 +170,13 @@ class PostgresStore(SQLStore):
     wakes idle clients on other machines through LISTEN/NOTIFY, debounced by
     ``notify_debounce`` seconds; polling stays on underneath. Claims use
     ``FOR UPDATE SKIP LOCKED`` at READ COMMITTED.
+
+    ``client.enqueue_tx(tx, ...)`` takes the application's psycopg connection
+    (or a ``Transaction`` or cursor of it) with a transaction open or about to
+    open: the runs are written in a savepoint of it and commit or roll back
+    with it, and a :class:`~cairnflow.DuplicateRun` leaves it usable. With
+    notifications on, the NOTIFY is queued in the same transaction: Postgres
+    delivers it at commit, and drops it on rollback.
     """
 
     capabilities = POSTGRES_CAPABILITIES
@@ -318,49 +324,6 @@ class PostgresStore(SQLStore):
             self.notifier.close()
         super().close()
 
-    # -- transactional enqueue -----------------------------------------------------------------
-    def create_runs(self, runs: Sequence[NewRun], *, tx: Any | None = None) -> list[str]:
-        """Insert runs with their steps in one transaction; in the application's with ``tx``.
-
-        ``tx`` is the application's psycopg connection (or a ``Transaction`` or
-        cursor of it) with a transaction open or about to open: the rows are
-        written in it and commit or roll back with it; it is never committed
-        here. The writes are wrapped in a savepoint, so a
-        :class:`~cairnflow.DuplicateRun` leaves the application's transaction
-        usable. With notifications on, a NOTIFY is queued in the same
-        transaction: Postgres delivers it at commit, and drops it on rollback.
-        """
-        if tx is None or not runs:
-            return super().create_runs(runs)
-        conn = _application_connection(tx)
-        status = conn.info.transaction_status
-        if status == TransactionStatus.INERROR:
-            raise CairnError(
-                "the application's transaction is aborted (an earlier statement failed): "
-                "roll it back before enqueueing"
-            )
-        if status == TransactionStatus.ACTIVE:
-            raise CairnError("the application's connection is busy running another statement")
-        if conn.autocommit and status == TransactionStatus.IDLE:
-            raise CairnError(
-                "enqueue_tx() needs the application's transaction, but this autocommit "
-                "connection has none open: enqueue inside `with conn.transaction():`"
-            )
-        with conn.cursor() as cursor:
-            cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
-            try:
-                run_ids = super().create_runs(runs, tx=conn)
-                if self.notifier is not None:
-                    cursor.execute("SELECT pg_notify(%s, '')", (self._channel,))
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    if conn.info.transaction_status == TransactionStatus.INERROR:
-                        cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
-                    cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-                raise
-            cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-        return run_ids
-
     # -- schema --------------------------------------------------------------------------------
     def migration_scripts(self) -> list[tuple[str, str]]:
         """Every migration as SQL a DBA can apply by hand, the schema's creation included."""
@@ -370,18 +333,3 @@ class PostgresStore(SQLStore):
             create = f"CREATE SCHEMA IF NOT EXISTS {self.dialect.quote(self.schema)};\n"
             scripts[0] = (label, create + script)
         return scripts
-
-
-def _application_connection(tx: Any) -> psycopg.Connection[Any]:
-    """The psycopg connection behind what the application passed to ``enqueue_tx``."""
-    if isinstance(tx, psycopg.Connection):
-        return tx
-    conn = getattr(tx, "connection", None)
-    if isinstance(tx, psycopg.Transaction | psycopg.Cursor) and isinstance(
-        conn, psycopg.Connection
-    ):
-        return conn
-    raise TypeError(
-        "enqueue_tx() on Postgres takes the application's psycopg.Connection (or a "
-        f"psycopg.Transaction or Cursor of it), got {type(tx).__qualname__}"
-    )

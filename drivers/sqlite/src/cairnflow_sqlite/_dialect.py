@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterator
 
 from cairnflow.sql import Cursor, Dialect
 
@@ -60,3 +61,15 @@ class SQLiteDialect(Dialect):
     def begin_migration(self, cursor: Cursor) -> None:
         """Each migration file runs inside ``BEGIN IMMEDIATE``: migrators queue up on the file."""
         cursor.execute("BEGIN IMMEDIATE")
+
+    @contextlib.contextmanager
+    def savepoint(self, cursor: Cursor) -> Iterator[None]:
+        """No savepoint: the runs are written straight into the application's transaction.
+
+        Python's ``sqlite3`` (in its default mode) opens the application's
+        transaction only before its first INSERT, UPDATE or DELETE. A
+        ``SAVEPOINT`` sent before that would open a transaction of its own, and
+        its ``RELEASE`` would commit it, with whatever the application wrote:
+        the enqueue would no longer roll back with the application.
+        """
+        yield

@@ -1,0 +1,102 @@
+"""Claiming: lease the most urgent ready steps, and hand them out with their inputs.
+
+How a claim is made is the dialect's (:meth:`Dialect.send_claim`: one
+``UPDATE ... RETURNING``, or a locking read and an update by id); this part
+renders the claim's statements, and turns the rows it leased into
+:class:`~cairnflow.store.ClaimedAttempt`\\ s: the run's payload and labels
+(read only when the claim did not return them) and the outputs of each step's
+parents. Those reads see rows no transaction changes anymore (a run's payload,
+a succeeded step's output), so inside a pipeline they may run after COMMIT.
+
+One lease secret is drawn per claim; each attempt's token is
+``<step id>:<secret>``, and every later write of the attempt is fenced by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .. import ids
+from ..store import ClaimedAttempt, ClaimRequest
+from ._dialect import ClaimedRow, Cursor
+from ._parts import Part, chunks, token
+from ._rows import ClaimedRun, ClaimedStep, to_bytes, to_text
+from ._transactions import CountingCursor
+
+__all__ = ["Claims"]
+
+
+class Claims(Part):
+    """``claim``, and the claim half of ``finish_and_claim``."""
+
+    def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
+        """Lease the most urgent due, ready steps (see the dialect for how)."""
+        if request.limit <= 0 or not request.workflows:
+            return []
+        return self._tx.run(lambda cur: self.send(cur, request)())
+
+    def send(self, cur: Cursor, request: ClaimRequest) -> Callable[[], list[ClaimedAttempt]]:
+        """Send the claim; return how to read what it leased.
+
+        Inside a pipeline the claim's rows are read when the caller asks (after
+        the block, maybe after its COMMIT); the reads they need then (runs a claim
+        did not return, parents' outputs) see rows no transaction changes anymore.
+        """
+        if request.limit <= 0 or not request.workflows:
+            return lambda: []
+        secret = ids.new_token()
+        plan = self._q.claim_plan(
+            workflows=sorted(request.workflows),
+            queues=sorted(request.queues) if request.queues is not None else None,
+            now=request.now,
+            limit=request.limit,
+            claimed=(secret, request.lease_until, request.node_id, request.now),
+        )
+        fetch = self._dialect.send_claim(CountingCursor(cur, self._tx.stats), plan)
+        return lambda: self._claimed(cur, secret, fetch())
+
+    def _claimed(
+        self, cur: Cursor, secret: str, rows: Sequence[ClaimedRow]
+    ) -> list[ClaimedAttempt]:
+        """The attempts a claim's rows describe, with their runs' payloads and their inputs."""
+        if not rows:
+            return []
+        q = self._q
+        steps = [ClaimedStep.from_row(row) for row in rows]
+        run_ids = sorted({step.run_id for step in steps})
+        # The claim returned the runs' columns too (where it could join them), or not at all.
+        runs = {step.run.id: step.run for step in steps if step.run is not None}
+        for chunk in chunks([r for r in run_ids if r not in runs]):
+            for row in self._execute(cur, *q.claim_runs(chunk)).fetchall():
+                run = ClaimedRun.from_row(row)
+                runs[run.id] = run
+        names = sorted({parent for step in steps for parent in step.parents})
+        outputs: dict[tuple[str, str], bytes] = {}
+        if names:
+            for chunk in chunks(run_ids):
+                sql, params = q.claim_inputs(chunk, names)
+                for run_id, name, output in self._execute(cur, sql, params).fetchall():
+                    outputs[(to_text(run_id), to_text(name))] = to_bytes(output) or b""
+        claimed = []
+        for step in steps:
+            # Each attempt gets labels of its own (a step may change its context's): a row's
+            # run is its own; a run read by claim_runs is shared by its steps.
+            run = step.run or runs[step.run_id]
+            labels = run.labels if run is step.run else dict(run.labels)
+            claimed.append(
+                ClaimedAttempt(
+                    token=token(step.id, secret),
+                    run_id=step.run_id,
+                    workflow=run.workflow,
+                    queue=run.queue,
+                    step=step.name,
+                    kind=step.kind,
+                    attempt=step.attempt,
+                    failures=step.failures,
+                    reclaims=step.reclaims,
+                    payload=run.payload,
+                    inputs={p: outputs.get((step.run_id, p), b"") for p in step.parents},
+                    labels=labels,
+                )
+            )
+        return claimed

@@ -1,0 +1,145 @@
+"""Creating runs: every run of an enqueue with its steps, in one transaction, or none.
+
+The rows are built in Python first (ids, statuses, JSON), then written with
+two ``executemany`` statements whatever the number of runs. An idempotency
+key is guarded by a unique index on the runs' ``active_key`` (cleared when a
+run ends), not by a read before the write: two enqueues racing on one key
+cannot both pass, and the loser learns who won from :meth:`Enqueue.duplicate`.
+
+In the application's transaction (``create_runs_in``, ``Cap.TRANSACTIONAL_ENQUEUE``)
+the same inserts run on the application's connection, which the dialect checks
+first (:meth:`Dialect.application_connection`), inside a savepoint
+(:meth:`Dialect.savepoint`), so a refused key leaves the application's
+transaction usable; nothing there is committed here. A store with a notifier
+asks the dialect to queue its wake-up in that transaction
+(:meth:`Dialect.notify_in_transaction`), so it is sent at commit, never before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .. import ids
+from .._errors import CairnError, DuplicateRun
+from ..store import NewRun
+from ._dialect import Cursor
+from ._parts import Part
+from ._rows import to_text
+from ._transactions import UniqueViolation
+
+__all__ = ["Enqueue"]
+
+_Rows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+"""Run ids, run rows and step rows of one enqueue."""
+
+
+class Enqueue(Part):
+    """``create_runs`` and ``create_runs_in``."""
+
+    def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
+        """Insert every run with its steps in one transaction, or none of them."""
+        if not runs:
+            return []
+        rows = self._rows(runs)
+        try:
+            return self._tx.run(lambda cur: self._insert(cur, rows))
+        except UniqueViolation:
+            raise self.duplicate(runs) from None
+
+    def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
+        """Insert the runs in the application's open transaction ``tx`` (never committed here)."""
+        if not runs:
+            return []
+        rows = self._rows(runs)
+        dialect, context = self._dialect, self.context
+        conn = dialect.application_connection(tx)
+
+        def work(cur: Cursor) -> list[str]:
+            with dialect.savepoint(cur):
+                run_ids = self._insert(cur, rows)
+                if context.notifier is not None:
+                    dialect.notify_in_transaction(cur, context.channel)
+            return run_ids
+
+        try:
+            return self._tx.in_application(conn, work)
+        except UniqueViolation:
+            raise self.duplicate(runs) from None
+
+    def _rows(self, runs: Sequence[NewRun]) -> _Rows:
+        seen: set[tuple[str, str]] = set()
+        for new in runs:
+            if new.closure is not None:
+                raise TypeError("a SQL store cannot keep a Python callable (Cap.CLOSURE)")
+            if new.key is not None:
+                if (new.workflow, new.key) in seen:
+                    raise DuplicateRun(new.workflow, new.key)
+                seen.add((new.workflow, new.key))
+        generator = self.context.id_generator
+        run_ids = [ids.new_id(generator, "run") for _ in runs]
+        run_rows = []
+        step_rows = []
+        for run_id, new in zip(run_ids, runs, strict=True):
+            run_rows.append(
+                (
+                    run_id,
+                    new.workflow,
+                    new.queue,
+                    new.priority,
+                    new.payload,
+                    new.key,
+                    new.key,
+                    json.dumps(dict(new.labels), ensure_ascii=False),
+                    len(new.steps),
+                    new.created_at,
+                    new.run_at,
+                )
+            )
+            for position, step in enumerate(new.steps):
+                root = not step.parents
+                step_rows.append(
+                    (
+                        ids.new_id(generator, "step"),
+                        run_id,
+                        new.workflow,
+                        new.queue,
+                        new.priority,
+                        step.name,
+                        step.kind.value,
+                        position,
+                        json.dumps(list(step.parents)),
+                        json.dumps(list(step.children)),
+                        len(step.parents),
+                        ("ready" if new.run_at <= new.created_at else "scheduled")
+                        if root
+                        else "blocked",
+                        new.run_at if root else None,
+                    )
+                )
+        return run_ids, run_rows, step_rows
+
+    def _insert(self, cur: Cursor, rows: _Rows) -> list[str]:
+        run_ids, run_rows, step_rows = rows
+        sql = self._dialect.sql
+        self._tx.stats.count(statements=2)
+        cur.executemany(sql(self._q.insert_run), run_rows)
+        cur.executemany(sql(self._q.insert_step), step_rows)
+        return run_ids
+
+    def duplicate(self, runs: Sequence[NewRun]) -> CairnError:
+        """What to raise after a unique index refused ``runs``: who holds which key."""
+        by_workflow: dict[str, list[str]] = {}
+        for new in runs:
+            if new.key is not None:
+                by_workflow.setdefault(new.workflow, []).append(new.key)
+        for workflow, keys in by_workflow.items():
+            rows = self._tx.fetch(*self._q.holder_of_key(workflow, keys))
+            if rows:
+                run_id, key = rows[0]
+                return DuplicateRun(workflow, to_text(key), to_text(run_id))
+        if by_workflow:
+            workflow, keys = next(iter(by_workflow.items()))
+            return DuplicateRun(workflow, keys[0])
+        return CairnError("a run id made by the id generator already exists; nothing was written")

@@ -1,0 +1,362 @@
+"""The rows the SQL store reads, named: one type per multi-column SELECT.
+
+Each row type's fields are its SELECT's columns, in order (a unit test holds
+the column lists of :mod:`._statements` to them), and ``from_row`` turns what
+a DB-API driver returned into Python values once, where the row is read. Code
+elsewhere in the SQL layer reads ``row.run_id``, never ``row[1]``.
+
+They are ``NamedTuple``\\ s, not dataclasses: a claim and a batch of outcomes
+read one per step on the hot path, and a named tuple costs a tuple, when it is
+built with ``tuple.__new__`` (:data:`_new`): the ``__new__`` a named tuple is
+given takes keywords too, and doubles what building one costs. For the same
+reason the converters below are cheap on what drivers usually return:
+:func:`to_text` returns a ``str`` as it is, and :func:`to_json` answers the
+empty list and object (most parents, children and labels) without the parser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from .._models import ErrorInfo, StepKind, StepStatus
+from ..store import RunSummary, StoredRun, StoredStep
+
+__all__ = [
+    "ClaimedRun",
+    "ClaimedStep",
+    "DueStep",
+    "ExpiredStep",
+    "FinishingStep",
+    "LeaseState",
+    "LockedRun",
+    "RunRow",
+    "StepLease",
+    "StepRow",
+    "to_bytes",
+    "to_error",
+    "to_json",
+    "to_text",
+]
+
+_KINDS = {kind.value: kind for kind in StepKind}
+_new = tuple.__new__
+"""Builds a row type from a tuple of its values (what ``cls(...)`` does, at half the cost)."""
+
+
+# -- converters ----------------------------------------------------------------------------
+def to_bytes(value: Any) -> bytes | None:
+    """A binary column's value (drivers return bytes, memoryview, bytearray or even str)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, memoryview | bytearray):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"expected bytes from the database, got {type(value).__name__}")
+
+
+def to_text(value: Any) -> str:
+    """A text column's value."""
+    if type(value) is str:  # what most drivers return: the hot path
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode()
+    return str(value)
+
+
+def to_json(value: Any) -> Any:
+    """A JSON column's value; the empty list and object (most parents, children, labels)
+    without the parser."""
+    text = to_text(value)
+    if text == "[]":
+        return []
+    if text == "{}":
+        return {}
+    return json.loads(text)
+
+
+def to_error(value: Any) -> ErrorInfo | None:
+    """An ``error`` column's value."""
+    return None if value is None else ErrorInfo.from_json(to_text(value))
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else to_text(value)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+# -- claims ----------------------------------------------------------------------------------
+class ClaimedRun(NamedTuple):
+    """What an attempt needs of its run: ``claim_runs``, or the tail of a claimed row."""
+
+    id: str
+    workflow: str
+    queue: str
+    payload: bytes
+    labels: dict[str, str]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ClaimedRun:
+        """Convert a row of ``CLAIM_RUN_COLUMNS``."""
+        run_id, workflow, queue, payload, labels = row
+        return _new(cls, (
+            to_text(run_id), to_text(workflow), to_text(queue), to_bytes(payload) or b"",
+            to_json(labels),
+        ))  # fmt: skip
+
+
+class ClaimedStep(NamedTuple):
+    """A step a claim leased (``CLAIMED_COLUMNS``), with its run when the claim returned it.
+
+    A dialect's claim returns raw rows (:data:`~cairnflow.sql.ClaimedRow`): the
+    step's eight columns, then the run's five where the statement could join
+    them (Postgres's ``UPDATE ... FROM ... RETURNING``).
+    """
+
+    id: str
+    run_id: str
+    name: str
+    kind: StepKind
+    attempt: int
+    failures: int
+    reclaims: int
+    parents: list[str]
+    run: ClaimedRun | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ClaimedStep:
+        """Convert one row a dialect's claim returned."""
+        run: ClaimedRun | None = None
+        if len(row) == 8:
+            step_id, run_id, name, kind, attempt, failures, reclaims, parents = row
+        else:
+            step_id, run_id, name, kind, attempt, failures, reclaims, parents, *columns = row
+            run = ClaimedRun.from_row(columns)
+        kind = to_text(kind)
+        return _new(cls, (
+            to_text(step_id), to_text(run_id), to_text(name), _KINDS.get(kind) or StepKind(kind),
+            int(attempt), int(failures), int(reclaims), to_json(parents), run,
+        ))  # fmt: skip
+
+
+# -- outcomes and leases ------------------------------------------------------------------
+class FinishingStep(NamedTuple):
+    """A step an outcome ends: ``steps_of``, or ``steps_with_runs`` (its run's steps left)."""
+
+    id: str
+    run_id: str
+    children: list[str]
+    steps_left: int | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> FinishingStep:
+        """Convert a row of either statement (the join has one more column)."""
+        steps_left: int | None = None
+        if len(row) == 3:
+            step_id, run_id, children = row
+        else:
+            step_id, run_id, children, left = row
+            steps_left = int(left)
+        return _new(cls, (to_text(step_id), to_text(run_id), to_json(children), steps_left))
+
+
+class LockedRun(NamedTuple):
+    """``lock_run``: the locked run's state and how many of its steps have not succeeded."""
+
+    state: str
+    steps_left: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LockedRun:
+        """Convert a ``lock_run`` row."""
+        state, steps_left = row
+        return _new(cls, (to_text(state), int(steps_left)))
+
+
+class LeaseState(NamedTuple):
+    """``lease_state``: one step's status and the secret of the lease on it."""
+
+    status: str
+    lease_token: str | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LeaseState:
+        """Convert a ``lease_state`` row."""
+        status, lease_token = row
+        return _new(cls, (to_text(status), _optional_text(lease_token)))
+
+
+class StepLease(NamedTuple):
+    """``lease_states``: a step's id, the secret of the lease on it, and its status."""
+
+    id: str
+    lease_token: str | None
+    status: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> StepLease:
+        """Convert a ``lease_states`` row."""
+        step_id, lease_token, status = row
+        return _new(cls, (to_text(step_id), _optional_text(lease_token), to_text(status)))
+
+
+class ExpiredStep(NamedTuple):
+    """``expired``: a running step whose lease ran out."""
+
+    id: str
+    run_id: str
+    workflow: str
+    name: str
+    attempt: int
+    failures: int
+    reclaims: int
+    lease_token: str | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ExpiredStep:
+        """Convert an ``expired`` row."""
+        step_id, run_id, workflow, name, attempt, failures, reclaims, lease_token = row
+        return _new(cls, (
+            to_text(step_id), to_text(run_id), to_text(workflow), to_text(name), int(attempt),
+            int(failures), int(reclaims), _optional_text(lease_token),
+        ))  # fmt: skip
+
+
+class DueStep(NamedTuple):
+    """``due``: a scheduled, sleeping or waiting step whose time came."""
+
+    id: str
+    run_id: str
+    status: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> DueStep:
+        """Convert a ``due`` row."""
+        step_id, run_id, status = row
+        return _new(cls, (to_text(step_id), to_text(run_id), to_text(status)))
+
+
+# -- reading -------------------------------------------------------------------------------
+class RunRow(NamedTuple):
+    """A run as ``RUN_COLUMNS`` reads it (``get_run``, ``list_runs``)."""
+
+    seq: int
+    id: str
+    workflow: str
+    queue: str
+    state: str
+    payload: bytes
+    idem_key: str | None
+    labels: dict[str, str]
+    created_at: int
+    run_at: int
+    finished_at: int | None
+    error: ErrorInfo | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> RunRow:
+        """Convert a row of ``RUN_COLUMNS``."""
+        (
+            seq, run_id, workflow, queue, state, payload, idem_key, labels, created_at, run_at,
+            finished_at, error,
+        ) = row  # fmt: skip
+        return _new(cls, (
+            int(seq), to_text(run_id), to_text(workflow), to_text(queue), to_text(state),
+            to_bytes(payload) or b"", _optional_text(idem_key), to_json(labels), int(created_at),
+            int(run_at), _optional_int(finished_at), to_error(error),
+        ))  # fmt: skip
+
+    def stored(self, steps: tuple[StoredStep, ...]) -> StoredRun:
+        """The run with its ``steps``, as ``get_run`` returns it."""
+        return StoredRun(
+            id=self.id,
+            workflow=self.workflow,
+            queue=self.queue,
+            state=self.state,
+            payload=self.payload,
+            key=self.idem_key,
+            labels=self.labels,
+            created_at=self.created_at,
+            run_at=self.run_at,
+            finished_at=self.finished_at,
+            error=self.error,
+            steps=steps,
+        )
+
+    def summary(self, step_counts: dict[StepStatus, int]) -> RunSummary:
+        """The run without its payload, as ``list_runs`` returns it."""
+        return RunSummary(
+            id=self.id,
+            workflow=self.workflow,
+            queue=self.queue,
+            state=self.state,
+            key=self.idem_key,
+            labels=self.labels,
+            created_at=self.created_at,
+            run_at=self.run_at,
+            finished_at=self.finished_at,
+            error=self.error,
+            step_counts=step_counts,
+        )
+
+
+class StepRow(NamedTuple):
+    """A step as ``STEP_COLUMNS`` reads it (``get_steps``)."""
+
+    name: str
+    kind: StepKind
+    status: StepStatus
+    parents: list[str]
+    attempt: int
+    failures: int
+    reclaims: int
+    output: bytes | None
+    error: ErrorInfo | None
+    node: str | None
+    progress: bytes | None
+    signal_name: str | None
+    due_at: int | None
+    started_at: int | None
+    finished_at: int | None
+    heartbeat_at: int | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> StepRow:
+        """Convert a row of ``STEP_COLUMNS``."""
+        (
+            name, kind, status, parents, attempt, failures, reclaims, output, error, node,
+            progress, signal_name, due_at, started_at, finished_at, heartbeat_at,
+        ) = row  # fmt: skip
+        return _new(cls, (
+            to_text(name), StepKind(to_text(kind)), StepStatus(to_text(status)), to_json(parents),
+            int(attempt), int(failures), int(reclaims), to_bytes(output), to_error(error),
+            _optional_text(node), to_bytes(progress), _optional_text(signal_name),
+            _optional_int(due_at), _optional_int(started_at), _optional_int(finished_at),
+            _optional_int(heartbeat_at),
+        ))  # fmt: skip
+
+    def stored(self) -> StoredStep:
+        """The step as ``get_run`` returns it."""
+        return StoredStep(
+            name=self.name,
+            kind=self.kind,
+            status=self.status,
+            parents=tuple(self.parents),
+            attempt=self.attempt,
+            failures=self.failures,
+            reclaims=self.reclaims,
+            output=self.output,
+            error=self.error,
+            node=self.node,
+            progress=self.progress,
+            signal=self.signal_name,
+            due_at=self.due_at,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            heartbeat_at=self.heartbeat_at,
+        )

@@ -1,0 +1,398 @@
+"""Every statement of the SQL store, by name, in portable SQL with ``?`` placeholders.
+
+Templates, grouped by the transition that runs them, so a statement is found
+by its name and read as SQL. :class:`~cairnflow.sql.Queries` renders them once
+per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}`` and
+``{migrations}`` become the namespace's quoted tables, ``{for_update}``,
+``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and
+the column lists below are filled in. What only a call knows is left in braces
+for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
+one ``?`` per item (:func:`~cairnflow.sql._queries.marks`), ``{held}`` one
+fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{ready}``
+the claim's ready subquery, ``{queues}``, ``{whens}`` and ``{filters}``
+optional clauses. Values are always bound, never formatted in.
+
+Every write of an attempt is fenced by its lease: ``WHERE id = ? AND
+lease_token = ? AND status = 'running'``. Every transition of a run locks the
+run row first (``LOCK_RUN``, ``LOCK_RUNS``, ``STEPS_WITH_RUNS``), then writes
+its steps: one lock order, so no two transitions of a run deadlock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RUN_COLUMNS", "STEP_COLUMNS", "UNFINISHED", "render"]
+
+UNFINISHED = ("blocked", "scheduled", "ready", "running", "sleeping", "waiting")
+"""Step statuses that can still change."""
+
+# -- column lists (each is the fields of a row type of ._rows, in order) ----------------------
+RUN_COLUMNS = (
+    "seq, id, workflow, queue, state, payload, idem_key, labels, created_at, run_at, "
+    "finished_at, error"
+)
+"""A run as reading reads it (:class:`~cairnflow.sql._rows.RunRow`)."""
+STEP_COLUMNS = (
+    "name, kind, status, parents, attempt, failures, reclaims, output, error, node, progress, "
+    "signal_name, due_at, started_at, finished_at, heartbeat_at"
+)
+"""A step as reading reads it (:class:`~cairnflow.sql._rows.StepRow`)."""
+CLAIMED_COLUMNS = "id, run_id, name, kind, attempt, failures, reclaims, parents"
+"""A claimed step (:class:`~cairnflow.sql._rows.ClaimedStep`)."""
+CLAIM_RUN_COLUMNS = "id, workflow, queue, payload, labels"
+"""What an attempt needs of its run (:class:`~cairnflow.sql._rows.ClaimedRun`)."""
+
+
+def _aliased(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{column.strip()}" for column in columns.split(","))
+
+
+_FRAGMENTS = {
+    "run_columns": RUN_COLUMNS,
+    "step_columns": STEP_COLUMNS,
+    "claimed_columns": CLAIMED_COLUMNS,
+    "claimed_columns_s": _aliased("s", CLAIMED_COLUMNS),
+    "claim_run_columns": CLAIM_RUN_COLUMNS,
+    "claim_run_columns_r": _aliased("r", CLAIM_RUN_COLUMNS),
+    "unfinished": ", ".join(f"'{status}'" for status in UNFINISHED),
+    # What a claim sets on each step it leases.
+    "claimed_set": """
+            status = 'running', attempt = attempt + 1, lease_token = ?, lease_until = ?,
+            node = ?, started_at = ?, heartbeat_at = NULL""",
+}
+
+
+class _LaterPlaceholders(dict[str, Any]):
+    """Fills what it knows; leaves ``{ids}`` and the other per-call placeholders as they are."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def render(template: str, values: dict[str, Any]) -> str:
+    """``template`` for one namespace and dialect (``values``: tables and lock clauses)."""
+    return template.format_map(_LaterPlaceholders(_FRAGMENTS, **values))
+
+
+# -- creating runs --------------------------------------------------------------------------
+INSERT_RUN = """
+            INSERT INTO {runs}
+                (id, workflow, queue, priority, state, payload, idem_key, active_key, labels,
+                 steps_left, created_at, run_at)
+            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)"""
+"""One new run (``executemany``: every run of an enqueue in one statement)."""
+
+INSERT_STEP = """
+            INSERT INTO {steps}
+                (id, run_id, workflow, queue, priority, name, kind, position, parents, children,
+                 parents_left, status, due_at, attempt, failures, reclaims)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
+"""One new step (``executemany``, like the runs)."""
+
+HOLDER_OF_KEY = """
+            SELECT id, active_key FROM {runs}
+            WHERE workflow = ? AND active_key IN ({keys})"""
+"""Which run holds which idempotency key: who won, after a unique index refused an enqueue."""
+
+# -- claiming ---------------------------------------------------------------------------------
+# Only due steps are 'ready' (steps due later are 'scheduled' until promoted), so the
+# claim has no range condition: it walks the ready index in order and stops at n.
+READY = """
+            SELECT id FROM {steps}
+            WHERE status = 'ready' AND workflow IN ({workflows}){queues}
+            ORDER BY priority DESC, due_at, id
+            LIMIT ?"""
+"""The most urgent ready steps: the subquery (or first statement) of every claim."""
+
+UPDATE_RETURNING = """
+            UPDATE {steps} SET {claimed_set}
+            WHERE id IN ({ready}{skip_locked})
+            RETURNING {claimed_columns}"""
+"""A claim in one statement (SQLite)."""
+
+# The same claim returning its runs' payloads too, where UPDATE ... FROM may
+# return the joined table's columns (Postgres): one statement instead of two.
+UPDATE_RETURNING_RUNS = """
+            UPDATE {steps} s SET {claimed_set}
+            FROM {runs} r
+            WHERE r.id = s.run_id AND s.id IN ({ready}{skip_locked})
+            RETURNING {claimed_columns_s}, {claim_run_columns_r}"""
+"""A claim in one statement, with what the attempts need of their runs (Postgres)."""
+
+MARK_CLAIMED = """
+            UPDATE {steps} SET {claimed_set}
+            WHERE id IN ({ids}) AND status = 'ready'"""
+"""Lease steps a locking read chose (an engine without ``UPDATE ... RETURNING``)."""
+
+CLAIMED_ROWS = "SELECT {claimed_columns} FROM {steps} WHERE id IN ({ids})"
+"""The claimed steps (MySQL and MariaDB also lock candidates through it)."""
+
+CLAIMED_ROWS_RUNS = """
+            SELECT {claimed_columns_s}, {claim_run_columns_r}
+            FROM {steps} s JOIN {runs} r ON r.id = s.run_id
+            WHERE s.id IN ({ids})"""
+"""The claimed steps with what their attempts need of their runs."""
+
+CLAIM_RUNS = """
+            SELECT {claim_run_columns} FROM {runs} WHERE id IN ({ids})"""
+"""What the attempts need of their runs, when the claim did not return it."""
+
+CLAIM_INPUTS = """
+            SELECT run_id, name, output FROM {steps}
+            WHERE run_id IN ({ids}) AND status = 'succeeded' AND name IN ({names})"""
+"""The outputs of the claimed steps' parents: their inputs."""
+
+# -- leases -----------------------------------------------------------------------------------
+RENEW = """
+            UPDATE {steps} SET lease_until = ?
+            WHERE status = 'running' AND {held}"""
+"""Extend the leases still held, all in one statement."""
+
+LEASE_STATES = """
+            SELECT id, lease_token, status FROM {steps} WHERE id IN ({ids})"""
+"""Why some leases of a renewal did not hold: lost, or the step was cancelled."""
+
+HEARTBEAT = """
+            UPDATE {steps} SET lease_until = ?, heartbeat_at = ?
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""Extend one lease and record the heartbeat (fenced)."""
+
+PROGRESS = """
+            UPDATE {steps} SET progress = ?, heartbeat_at = ?
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""Store an attempt's progress (fenced)."""
+
+LEASE_STATE = "SELECT status, lease_token FROM {steps} WHERE id = ?"
+"""Why a fenced write changed nothing: the lease was lost, or the step cancelled."""
+
+HAND_BACK = """
+            UPDATE {steps}
+            SET status = 'ready', due_at = ?, lease_token = NULL, lease_until = NULL
+            WHERE status = 'running' AND {held}"""
+"""Make held attempts ready again at once (a client stopping hands back what it claimed)."""
+
+EXPIRED = """
+            SELECT id, run_id, workflow, name, attempt, failures, reclaims, lease_token
+            FROM {steps}
+            WHERE status = 'running' AND lease_until < ? AND workflow IN ({workflows})
+            ORDER BY lease_until
+            LIMIT ?"""
+"""Running steps whose lease ran out, oldest first."""
+
+REQUEUE_EXPIRED = """
+            UPDATE {steps}
+            SET status = 'ready', due_at = ?, reclaims = reclaims + 1,
+                lease_token = NULL, lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running' AND lease_until < ?"""
+"""Requeue one expired attempt, fenced by the lease it had (and that lease still expired)."""
+
+# -- outcomes (the run row is locked first, always: one lock order, no deadlock) ---------------
+STEP_OF = "SELECT run_id, children FROM {steps} WHERE id = ?"
+"""The run and children of one step (a sleep woken, a wait timed out)."""
+
+STEPS_OF = "SELECT id, run_id, children FROM {steps} WHERE id IN ({ids})"
+"""The runs and children of a batch's steps (their runs are then locked by ``LOCK_RUNS``)."""
+
+STEPS_WITH_RUNS = """
+            SELECT s.id, s.run_id, s.children, r.steps_left
+            FROM {steps} s JOIN {runs} r ON r.id = s.run_id
+            WHERE s.id IN ({ids})
+            ORDER BY r.id{lock_runs_joined}"""
+"""A batch's steps with their runs' steps left, locking the runs in id order (one statement)."""
+
+LOCK_RUN = "SELECT state, steps_left FROM {runs} WHERE id = ?{for_update}"
+"""Lock one run; read its state and its steps left."""
+
+# Through the unique id index, in id order: InnoDB locks the rows as it reads them.
+LOCK_RUNS = """
+            SELECT id, steps_left FROM {runs} WHERE id IN ({ids}) ORDER BY id{for_update}"""
+"""Lock several runs, in id order; read their steps left."""
+
+SUCCEED = """
+            UPDATE {steps}
+            SET status = 'succeeded', output = ?, finished_at = ?, due_at = NULL,
+                lease_token = NULL, lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""One attempt succeeded (fenced)."""
+
+# Many successes in one statement (one round trip): each output picked by step id,
+# each row fenced by its own lease. ELSE keeps the column's type for the CASE.
+SUCCEED_MANY = """
+            UPDATE {steps}
+            SET status = 'succeeded', output = CASE id {whens} ELSE output END,
+                finished_at = ?, due_at = NULL, lease_token = NULL, lease_until = NULL
+            WHERE status = 'running' AND {held}"""
+"""A batch's attempts succeeded; the row count is how many leases held."""
+
+RETRY = """
+            UPDATE {steps}
+            SET status = ?, due_at = ?, failures = failures + 1, error = ?, reclaims = 0,
+                lease_token = NULL, lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""An attempt failed and will be retried (ready, or scheduled for later) (fenced)."""
+
+FAIL = """
+            UPDATE {steps}
+            SET status = 'failed', failures = failures + 1, error = ?, finished_at = ?,
+                due_at = NULL, lease_token = NULL, lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""An attempt failed for good (fenced); its run fails with it."""
+
+SNOOZE = """
+            UPDATE {steps}
+            SET status = ?, due_at = ?, lease_token = NULL, lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""An attempt asked to run again later, not counted as a failure (fenced)."""
+
+SLEEP = """
+            UPDATE {steps}
+            SET status = 'sleeping', due_at = ?, output = ?, lease_token = NULL, lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""A sleep step sleeps until ``due_at`` (fenced)."""
+
+WAIT = """
+            UPDATE {steps}
+            SET status = 'waiting', due_at = ?, signal_name = ?, lease_token = NULL,
+                lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""A wait step waits for a signal until its deadline (fenced)."""
+
+OLDEST_SIGNAL = """
+            SELECT seq, payload FROM {signals}
+            WHERE run_id = ? AND name = ?
+            ORDER BY seq
+            LIMIT 1"""
+"""The oldest kept signal a wait step asks for: delivered at once if there is one."""
+
+CONSUME_SIGNAL = "DELETE FROM {signals} WHERE seq = ?"
+"""A kept signal was delivered."""
+
+RESOLVE_WAIT = """
+            UPDATE {steps}
+            SET status = 'succeeded', output = ?, finished_at = ?, due_at = NULL
+            WHERE id = ? AND status = 'waiting'"""
+"""A waiting step got its signal (run row locked)."""
+
+RELEASE_CHILDREN = """
+            UPDATE {steps} SET parents_left = parents_left - 1
+            WHERE run_id = ? AND name IN ({names})"""
+"""Count one more succeeded parent for each child of a step."""
+
+READY_CHILDREN = """
+            UPDATE {steps} SET status = 'ready', due_at = ?
+            WHERE run_id = ? AND name IN ({names}) AND parents_left = 0 AND status = 'blocked'"""
+"""Make the children whose parents all succeeded ready (fan-in, under the run's lock)."""
+
+COUNT_STEPS_DONE = "UPDATE {runs} SET steps_left = steps_left - ? WHERE id = ?"
+"""Count a run's steps that succeeded in a transaction (once per run, not per step)."""
+
+END_RUN = """
+            UPDATE {runs}
+            SET state = ?, finished_at = ?, error = ?, active_key = NULL
+            WHERE id = ? AND state = 'active'"""
+"""Finish a run (failed or cancelled) and release its idempotency key."""
+
+UNFINISHED_STEPS = """
+            SELECT id FROM {steps} WHERE run_id = ? AND status IN ({unfinished})"""
+"""The steps of a run that can still change: cancelled when the run ends."""
+
+CANCEL_STEPS = """
+            UPDATE {steps} SET status = 'cancelled', finished_at = ?, due_at = NULL
+            WHERE id IN ({ids})"""
+"""Cancel the unfinished steps of a run that ended."""
+
+DROP_SIGNALS = "DELETE FROM {signals} WHERE run_id = ?"
+"""Forget the kept signals of a run that ended."""
+
+DROP_SIGNALS_OF = "DELETE FROM {signals} WHERE run_id IN ({ids})"
+"""Forget the kept signals of the runs that succeeded in a transaction."""
+
+# By id only: these runs are locked and every step of each succeeded, so each is
+# still active. (A state condition here can send a planner down the state index.)
+RUNS_SUCCEEDED = """
+            UPDATE {runs}
+            SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL
+            WHERE id IN ({ids})"""
+"""End the runs whose every step succeeded, and release their idempotency keys."""
+
+# -- due work ---------------------------------------------------------------------------------
+DUE = """
+            SELECT id, run_id, status FROM {steps}
+            WHERE status IN ('scheduled', 'sleeping', 'waiting') AND due_at <= ?
+                AND workflow IN ({workflows})
+            ORDER BY due_at
+            LIMIT ?"""
+"""Scheduled, sleeping and waiting steps whose time came, oldest first."""
+
+PROMOTE = """
+            UPDATE {steps} SET status = 'ready'
+            WHERE id IN ({ids}) AND status = 'scheduled'"""
+"""Scheduled steps that fell due become ready (no run state changes: no run lock)."""
+
+WAKE_SLEEPER = """
+            UPDATE {steps} SET status = 'succeeded', finished_at = ?, due_at = NULL
+            WHERE id = ? AND status = 'sleeping' AND due_at <= ?"""
+"""A sleep ended (run row locked)."""
+
+TIME_OUT_WAIT = """
+            UPDATE {steps}
+            SET status = 'failed', failures = failures + 1, error = ?, finished_at = ?,
+                due_at = NULL
+            WHERE id = ? AND status = 'waiting' AND due_at <= ?"""
+"""A wait reached its deadline without its signal (run row locked); its run fails."""
+
+STEP_SIGNAL = "SELECT signal_name, attempt, name FROM {steps} WHERE id = ?"
+"""What a timed-out wait waited for, for its error."""
+
+# -- signals and cancel ------------------------------------------------------------------------
+WAITING_FOR = """
+            SELECT id, children FROM {steps}
+            WHERE run_id = ? AND status = 'waiting' AND signal_name = ?
+            ORDER BY position
+            LIMIT 1"""
+"""The first step of a run waiting for a signal (run row locked)."""
+
+INSERT_SIGNAL = """
+            INSERT INTO {signals} (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)"""
+"""Keep a signal no step waits for yet."""
+
+# -- reading ----------------------------------------------------------------------------------
+GET_RUN = "SELECT {run_columns} FROM {runs} WHERE id = ?"
+"""One run."""
+
+GET_STEPS = """
+            SELECT {step_columns} FROM {steps} WHERE run_id = ? ORDER BY position"""
+"""The steps of one run, in the workflow's order."""
+
+LIST_RUNS = """
+            SELECT {run_columns} FROM {runs}
+            WHERE 1 = 1{filters}
+            ORDER BY seq DESC
+            LIMIT ?"""
+"""Runs newest first, filtered by workflow, state and cursor (``seq``)."""
+
+STEP_COUNTS = """
+            SELECT run_id, status, COUNT(*) FROM {steps}
+            WHERE run_id IN ({ids})
+            GROUP BY run_id, status"""
+"""How many steps of each run have each status."""
+
+# -- schema -----------------------------------------------------------------------------------
+LEDGER_DDL = (
+    "CREATE TABLE IF NOT EXISTS {migrations} ("
+    "version INTEGER NOT NULL PRIMARY KEY, name VARCHAR(128) NOT NULL, "
+    "checksum CHAR(64) NOT NULL, applied_at BIGINT NOT NULL)"
+)
+"""The migrations ledger: created before any migration, by every migrator (portable DDL)."""
+
+LEDGER = "SELECT version, name, checksum FROM {migrations} ORDER BY version"
+"""The migrations applied, with the checksums of their files."""
+
+RECORD_MIGRATION = """
+            INSERT INTO {migrations} (version, name, checksum, applied_at)
+            VALUES (?, ?, ?, ?)"""
+"""A migration was applied."""
+
+PROBE = "SELECT 1 FROM {table} WHERE 1 = 0"
+"""Is a table there and readable (reads no row)."""

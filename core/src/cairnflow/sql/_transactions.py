@@ -1,0 +1,250 @@
+"""The transaction runner: every SPI operation is one transaction, run here.
+
+A transaction that loses a lock race (a deadlock, a busy database) is not an
+error the engine should see: :meth:`Transactions.run` runs the whole of it
+again, with a short random backoff, up to ``attempts`` times. A connection
+lost before COMMIT was sent rolled the work back, so that is retried too; a
+connection lost *during* COMMIT leaves the outcome unknown, and is reported
+as :class:`cairnflow.Unavailable` rather than guessed at. Every database error
+is sorted by the store's :data:`~cairnflow.sql.ErrorClassifier`, here and only
+here: a unique index refusing a write becomes :class:`UniqueViolation` (the
+enqueue turns it into :class:`~cairnflow.DuplicateRun`), an outage becomes
+:class:`~cairnflow.Unavailable` (:func:`unavailable`, the one wording of it).
+
+The application's own transaction (``enqueue_tx``) is never retried, committed
+or rolled back here (:meth:`Transactions.in_application`): that is the
+application's to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from .._errors import CairnError, Unavailable
+from ._dialect import Connections, Cursor, Dialect
+from ._errors import ErrorClassifier
+
+__all__ = [
+    "CountingCursor",
+    "StoreStats",
+    "Transactions",
+    "UniqueViolation",
+    "close_quietly",
+    "rollback_quietly",
+    "unavailable",
+]
+
+T = TypeVar("T")
+log = logging.getLogger("cairnflow.sql")
+
+
+class StoreStats:
+    """Counts of what a SQL store sent to its database (for benchmarks and tuning)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.transactions = 0
+        self.statements = 0
+        self.retries = 0
+
+    def count(self, *, transactions: int = 0, statements: int = 0, retries: int = 0) -> None:
+        """Add to the counters."""
+        with self._lock:
+            self.transactions += transactions
+            self.statements += statements
+            self.retries += retries
+
+    def snapshot(self) -> dict[str, int]:
+        """The counters now."""
+        with self._lock:
+            return {
+                "transactions": self.transactions,
+                "statements": self.statements,
+                "retries": self.retries,
+            }
+
+
+class UniqueViolation(Exception):
+    """A unique index refused a write (raised inside the SQL layer only)."""
+
+
+def unavailable(driver: str, error: BaseException) -> Unavailable:
+    """The :class:`~cairnflow.Unavailable` a store raises for ``error`` (raise it ``from`` it)."""
+    return Unavailable(f"{driver} store is unavailable: {error}")
+
+
+class CountingCursor:
+    """A cursor that counts the statements a dialect runs on it."""
+
+    def __init__(self, cursor: Cursor, stats: StoreStats) -> None:
+        self._cursor = cursor
+        self._stats = stats
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        self._stats.count(statements=1)
+        return self._cursor.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+def rollback_quietly(conn: Any) -> None:
+    """Roll ``conn`` back; a connection that cannot is already broken (the pool drops it)."""
+    try:
+        conn.rollback()
+    except Exception:
+        log.debug("rollback failed", exc_info=True)
+
+
+def close_quietly(cursor: Any) -> None:
+    """Close ``cursor``, ignoring a connection that broke."""
+    try:
+        cursor.close()
+    except Exception:
+        log.debug("closing a cursor failed", exc_info=True)
+
+
+class Transactions:
+    """Runs a store's transactions on ``connections``, and counts what they send in ``stats``.
+
+    ``driver`` names the store in :class:`~cairnflow.Unavailable` messages.
+    """
+
+    def __init__(
+        self,
+        connections: Connections,
+        dialect: Dialect,
+        classify: ErrorClassifier,
+        *,
+        attempts: int,
+        driver: str,
+        stats: StoreStats,
+    ) -> None:
+        self.connections = connections
+        self.dialect = dialect
+        self.classify = classify
+        self.attempts = attempts
+        self.driver = driver
+        self.stats = stats
+
+    def execute(self, cursor: Cursor, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one portable statement on ``cursor``; return the cursor, to read it."""
+        self.stats.count(statements=1)
+        cursor.execute(self.dialect.sql(sql), tuple(params))
+        return cursor
+
+    def execute_many(self, cursor: Cursor, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        """One statement for many rows (one round trip where the driver pipelines it)."""
+        if not rows:
+            return 0
+        self.stats.count(statements=1)
+        if len(rows) == 1:
+            cursor.execute(self.dialect.sql(sql), tuple(rows[0]))
+        else:
+            cursor.executemany(self.dialect.sql(sql), [tuple(r) for r in rows])
+        return int(cursor.rowcount)
+
+    def run(self, work: Callable[[Cursor], T], *, write: bool = True) -> T:
+        """Run ``work(cursor)`` in one transaction, retrying it on retryable errors."""
+        return self.committing(lambda cursor, _commit: work(cursor), write=write)
+
+    def committing(
+        self, work: Callable[[Cursor, Callable[[], None]], T], *, write: bool = True
+    ) -> T:
+        """Run ``work(cursor, commit)`` in one transaction, retrying it on retryable errors.
+
+        ``work`` may call ``commit()`` itself, inside a pipeline, so the COMMIT
+        travels with its last statements; otherwise it is committed on return.
+        """
+        for attempt in range(1, self.attempts + 1):
+            committing = False
+            committed = False
+            self.stats.count(transactions=1, retries=1 if attempt > 1 else 0)
+            with (
+                self.dialect.transaction_scope(write=write),
+                self.connections.connection() as conn,
+            ):
+                cursor = conn.cursor()
+
+                def commit() -> None:
+                    nonlocal committing, committed
+                    committing = True
+                    conn.commit()
+                    committed = True
+
+                try:
+                    self.dialect.begin(cursor, write=write)
+                    result = work(cursor, commit)
+                    if not committed:
+                        commit()
+                    else:
+                        # Reads after an early COMMIT (immutable rows: a claim's inputs)
+                        # may have opened a transaction of their own: end it.
+                        conn.commit()
+                    return result
+                except CairnError:
+                    rollback_quietly(conn)
+                    raise
+                except Exception as error:
+                    rollback_quietly(conn)
+                    kind = self.classify(error)
+                    if kind.unique_violation:
+                        raise UniqueViolation(str(error)) from error
+                    # A lost connection before COMMIT was sent rolled the work back:
+                    # safe to run again. During COMMIT the outcome is unknown: report it.
+                    again = kind.retryable or (kind.unavailable and not committing)
+                    if again and attempt < self.attempts:
+                        time.sleep(random.uniform(0.002, 0.02) * attempt)
+                        continue
+                    if kind.unavailable:
+                        raise unavailable(self.driver, error) from error
+                    raise
+                finally:
+                    close_quietly(cursor)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def in_application(self, conn: Any, work: Callable[[Cursor], T]) -> T:
+        """Run ``work(cursor)`` on the application's connection ``conn``, in its transaction.
+
+        Nothing is retried, committed or rolled back: the transaction is the
+        application's. Errors are sorted as in :meth:`committing`.
+        """
+        cursor = conn.cursor()
+        try:
+            return work(cursor)
+        except CairnError:
+            raise
+        except Exception as error:
+            kind = self.classify(error)
+            if kind.unique_violation:
+                raise UniqueViolation(str(error)) from error
+            if kind.unavailable:
+                raise unavailable(self.driver, error) from error
+            raise
+        finally:
+            close_quietly(cursor)
+
+    def read(self, work: Callable[[Cursor], T]) -> T:
+        """Run ``work(cursor)`` in one read-only transaction."""
+        return self.run(work, write=False)
+
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one SELECT in its own read transaction."""
+
+        def work(cur: Cursor) -> list[tuple[Any, ...]]:
+            return list(self.execute(cur, sql, params).fetchall())
+
+        return self.read(work)
+
+    def change(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one write statement in its own transaction; return the rows it changed."""
+
+        def work(cur: Cursor) -> int:
+            return int(self.execute(cur, sql, params).rowcount)
+
+        return self.run(work)
