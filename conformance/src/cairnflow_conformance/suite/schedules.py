@@ -18,7 +18,8 @@ from typing import Any
 import cairnflow as cf
 from cairnflow import Cap
 from cairnflow.clock import Fake
-from cairnflow.store import TickOutcome
+from cairnflow.schedule import schedule_id
+from cairnflow.store import ScheduleRecord, Schedules, StoreFacets, TickOutcome, TickRecord
 
 from .._kit import Kit
 from .._markers import proves
@@ -29,6 +30,7 @@ __all__ = ["ScheduleTests"]
 _WORKFLOW = "kit-cron"
 _LABEL = "cairnflow.schedule"
 _START = datetime(2026, 3, 6, 10, 0, 30, tzinfo=UTC)  # a Friday, 30 s past a minute
+_S = 10**9
 
 
 def _workflow(
@@ -93,6 +95,51 @@ class ScheduleTests:
             assert info.status is cf.Status.SUCCEEDED, info.error
             assert info.result == {"from": "every-minute"}
             assert info.labels[_LABEL] == "every-minute"
+
+    @proves(Cap.CRON)
+    def test_a_tick_is_fired_by_one_caller_only(self, cairnflow_kit: Kit) -> None:
+        # At the SPI: two clients planned the same pass from the same stored next fire.
+        # The first to write fires the tick; the other's call applies nothing at all.
+        kit = cairnflow_kit
+        first, second = (StoreFacets.of(s).schedules for s in kit.peer_stores(2))
+        assert first is not None
+        assert second is not None
+        client = kit.client(_workflow("raced"), start=False)
+        now = cf.clock.to_ns(_START)
+        tick = cf.clock.to_ns(datetime(2026, 3, 6, 10, 1, tzinfo=UTC))
+        record = ScheduleRecord(
+            id=schedule_id(_WORKFLOW, "raced"),
+            workflow=_WORKFLOW,
+            name="raced",
+            spec="{}",
+            fingerprint="f",
+            next_fire=tick,
+            created_at=now,
+            updated_at=now,
+        )
+        first.save_schedule(record)
+        run = client._new_run(cf.Job(_WORKFLOW, {"n": 1}), tick)
+
+        def fire(store: Schedules, expected: int | None, at: int = tick) -> list[str] | None:
+            ticks = [TickRecord(record.id, at, TickOutcome.FIRED, "due", "kit", tick)]
+            return store.fire_ticks(
+                record.id, expected_next=expected, next_fire=tick + 60 * _S, ticks=ticks, runs=[run]
+            )
+
+        won = fire(first, tick)
+        assert won is not None
+        assert len(won) == 1
+        assert fire(second, tick) is None, "a second caller fired the same tick"
+        # Planned from a next fire that moved on: refused even for a tick not yet recorded.
+        assert fire(second, tick, at=tick + 60 * _S) is None, "a stale plan was applied"
+        assert fire(second, None) is None, "a tick already recorded was recorded again"
+        assert kit.run_count() == 1, "a refused fire_ticks wrote a run"
+        (stored,) = [s for s in second.list_schedules([_WORKFLOW]) if s.id == record.id]
+        assert (stored.next_fire, stored.last_fire, stored.last_run_id) == (
+            tick + 60 * _S,
+            tick,
+            won[0],
+        )
 
     @proves(Cap.CRON, requires=[Cap.SCHEDULE_LIST])
     def test_a_redeploy_keeps_the_stored_next_fire_and_a_change_recomputes_it(
