@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import signal
@@ -294,6 +295,112 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
     console.print(table)
     if info.status.value == "succeeded":
         console.print(f"result: {info.result!r}")
+
+
+@main.group()
+def schedules() -> None:
+    """List schedules, pause and resume them, fire one now."""
+
+
+@schedules.command("list")
+@click.argument("url")
+@click.option("--workflow", default=None, help="Only the schedules of this workflow.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per schedule.")
+@store_option
+def schedules_list(url: str, workflow: str | None, as_json: bool, pairs: tuple[str, ...]) -> None:
+    """Every stored schedule with its next fire, paused state and last fire."""
+    store = _open(url, pairs, migrated=True)
+    try:
+        found = Client(store).schedules(workflow)
+    finally:
+        store.close()
+    if as_json:
+        for info in found:
+            click.echo(
+                json.dumps(
+                    {
+                        "workflow": info.workflow,
+                        "name": info.name,
+                        "id": info.id,
+                        "cron": info.cron,
+                        "tz": info.tz,
+                        "next_fire_ns": info.next_fire_ns,
+                        "paused": info.paused,
+                        "last_fire_ns": info.last_fire_ns,
+                        "last_run": None if info.last_run is None else info.last_run.id,
+                    }
+                )
+            )
+        return
+    table = Table(title=f"Schedules in {url}")
+    for column in ("workflow", "name", "cron", "tz", "next fire", "paused", "last fire"):
+        table.add_column(column, overflow="fold")
+    table.add_column("last run", no_wrap=True)
+    for info in found:
+        table.add_row(
+            info.workflow,
+            info.name,
+            info.cron,
+            info.tz,
+            _when(info.next_fire_ns),
+            "paused" if info.paused else "",
+            _when(info.last_fire_ns),
+            "" if info.last_run is None else info.last_run.id,
+        )
+    console.print(table)
+
+
+def _when(ns: int | None) -> str:
+    return "" if ns is None else from_ns(ns).isoformat(timespec="seconds")
+
+
+@schedules.command("pause")
+@click.argument("url")
+@click.argument("workflow")
+@click.argument("name")
+@store_option
+def schedules_pause(url: str, workflow: str, name: str, pairs: tuple[str, ...]) -> None:
+    """Pause a schedule on every client (its ticks never fire, not even after resuming)."""
+    store = _open(url, pairs, migrated=True)
+    try:
+        Client(store).pause_schedule(workflow, name)
+    finally:
+        store.close()
+    console.print(f"paused {workflow}/{name}")
+
+
+@schedules.command("resume")
+@click.argument("url")
+@click.argument("workflow")
+@click.argument("name")
+@store_option
+def schedules_resume(url: str, workflow: str, name: str, pairs: tuple[str, ...]) -> None:
+    """Resume a paused schedule from its next tick."""
+    store = _open(url, pairs, migrated=True)
+    try:
+        Client(store).resume_schedule(workflow, name)
+    finally:
+        store.close()
+    console.print(f"resumed {workflow}/{name}")
+
+
+@schedules.command("trigger")
+@click.argument("url")
+@click.argument("workflow")
+@click.argument("name")
+@click.option("--app", "app", required=True, help=APP_HELP)
+@store_option
+def schedules_trigger(url: str, workflow: str, name: str, app: str, pairs: tuple[str, ...]) -> None:
+    """Fire a schedule now, once, outside its cron (prints the run id)."""
+    workflows = _load_app(app)
+    store = _open(url, pairs, migrated=True)
+    try:
+        client = Client(store)
+        client.register(*workflows)
+        ref = client.trigger_schedule(workflow, name)
+    finally:
+        store.close()
+    click.echo(ref.id)
 
 
 def run() -> None:
