@@ -77,6 +77,20 @@ def test_open_store_by_url_with_either_scheme(server: Server, prefix: str) -> No
             store.close()
 
 
+def test_opening_a_store_fails_at_once_with_the_servers_reason(server: Server) -> None:
+    # Loopback only: a closed port on 127.0.0.1, and the test server with a user and a
+    # database that do not exist.
+    parts = parse_url(server.url)
+    with pytest.raises(cf.Unavailable, match="Connection refused") as refused:
+        cf.open_store("mysql://root@127.0.0.1:1/test").migrate()
+    assert refused.value.__cause__ is not None
+    with pytest.raises(cf.StoreOpenError, match="Access denied for user 'cairnflow_nosuch'"):
+        cf.open_store(f"mysql://cairnflow_nosuch@{parts.host}:{parts.port}/test").migrate()
+    user = server.url.split("://", 1)[1].split("@", 1)[0]
+    with pytest.raises(cf.StoreOpenError, match="Unknown database 'cairnflow_nosuchdb'"):
+        cf.open_store(f"mysql://{user}@{parts.host}:{parts.port}/cairnflow_nosuchdb").migrate()
+
+
 def test_the_real_server_is_accepted_and_recognised(server: Server, prefix: str) -> None:
     store = MySQLStore(server.url, table_prefix=prefix)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import pymysql
 from pymysql.constants import CLIENT
 
-from cairnflow import CairnError, Cap, Unavailable, ids
+from cairnflow import CairnError, Cap, StoreOpenError, Unavailable, ids
 from cairnflow.notify import LOCAL
 from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
 from cairnflow.store import StoreInfo
@@ -230,7 +230,7 @@ class MySQLStore(SQLStore):
         except pymysql.err.MySQLError as error:
             if classify_mysql_error(error).unavailable:
                 raise Unavailable(f"cannot connect to {where}: {error}") from error
-            raise CairnError(f"cannot connect to {where}: {error}") from error
+            raise StoreOpenError(f"cannot connect to {where}: {error}") from error
         try:
             with conn.cursor() as cursor:
                 raw = _select_version(cursor)
