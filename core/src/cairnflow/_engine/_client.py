@@ -490,9 +490,9 @@ class Client(ScheduleMethods):
         run_id = run_id_of(run)
         cancelled = state.store.cancel_run(run_id, state.now())
         if cancelled:
-            for attempt in state.held_attempts():
-                if attempt.claimed.run_id == run_id:
-                    attempt.stop(End.CANCELLED)
+            for running in state.held_attempts():
+                if running.claimed.run_id == run_id:
+                    running.stop(End.CANCELLED)
             state.run_finished()
         return cancelled
 

@@ -61,18 +61,18 @@ class WorkerPool:
     def _loop(self) -> None:
         try:
             while True:
-                attempt = self._state.handoff.get()
-                if attempt is None:
+                running = self._state.handoff.get()
+                if running is None:
                     return
                 try:
-                    self._runner.run(attempt)
+                    self._runner.run(running)
                 except BaseException:  # the worker outlives anything a step throws at it
-                    self._state.log.exception("worker crashed running %r", attempt)
+                    self._state.log.exception("worker crashed running %r", running)
                 finally:
                     # An outcome handed to the committer keeps the slot and the lease until
                     # it is written; the committer releases the attempt then.
-                    if attempt.end not in _HANDED_OVER:
-                        self._state.untrack(attempt)
+                    if running.end not in _HANDED_OVER:
+                        self._state.untrack(running)
         finally:
             self._runner.close_thread_loop()
 
