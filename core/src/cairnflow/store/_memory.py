@@ -132,6 +132,7 @@ class MemoryStore(MemorySchedules):
             Cap.TICK_EVENTS,
             Cap.SCHEDULE_LIST,
             Cap.SCHEDULE_HISTORY,
+            Cap.LEADER_ELECTION,
         }
     )
     spi_version = SPI_VERSION

@@ -23,6 +23,7 @@ __all__ = [
     "ExpiredAttempt",
     "Failed",
     "FinishResult",
+    "Leader",
     "NewRun",
     "NewStep",
     "Outcome",
@@ -362,6 +363,21 @@ class ScheduleRecord:
     """False while the run of the last fired tick is unfinished (read with the schedule)."""
     created_at: int = 0
     updated_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who holds a role's leadership lease (the ``Leadership`` facet), and until when.
+
+    ``term`` grows by one on every handover: a fencing token that tells a new
+    leader's acts from a deposed one's.
+    """
+
+    role: str
+    node: str
+    term: int
+    lease_until: int
+    """On the lease clock (Unix nanoseconds)."""
 
 
 class TickOutcome(StrEnum):
