@@ -109,14 +109,14 @@ def test_an_unknown_schema_is_not_ready_until_migrate_creates_it(
     store = make_store(schema=schema, migrate=False)
     with pytest.raises(cf.SchemaNotReady):
         store.check_schema()
-    assert store.migrate() == ["001_init"]
+    assert store.migrate() == ["001_init", "002_schedules"]
     rows = admin_conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
         (schema,),
     ).fetchall()
     prefix = store.tables.prefix
     assert [r[0] for r in rows] == sorted(
-        f"{prefix}{t}" for t in ("migrations", "runs", "signals", "steps")
+        f"{prefix}{t}" for t in ("migrations", "runs", "schedules", "signals", "steps", "ticks")
     )
     store.check_schema()
     assert run_one(make_client, store).status is cf.Status.SUCCEEDED
@@ -132,19 +132,19 @@ def test_an_existing_schema_is_used_as_it_is(
     row = admin_conn.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (schema,)
     ).fetchone()
-    assert row == (4,)
+    assert row == (6,)
 
 
 def test_migrate_is_idempotent_and_recorded(
     make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
 ) -> None:
     store = make_store(migrate=False)
-    assert store.migrate() == ["001_init"]
+    assert store.migrate() == ["001_init", "002_schedules"]
     assert store.migrate() == []
     rows = admin_conn.execute(
         f"SELECT version, name, length(checksum) FROM {store.tables.migrations}"
     ).fetchall()
-    assert rows == [(1, "init", 64)]
+    assert rows == [(1, "init", 64), (2, "schedules", 64)]
 
 
 def test_a_newer_schema_and_a_changed_migration_are_refused(
@@ -153,7 +153,7 @@ def test_a_newer_schema_and_a_changed_migration_are_refused(
     store = make_store()
     table = store.tables.migrations
     admin_conn.execute(f"INSERT INTO {table} VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 1"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 2"):
         store.check_schema()
     admin_conn.execute(f"DELETE FROM {table} WHERE version = 99")
     admin_conn.execute(f"UPDATE {table} SET checksum = 'tampered' WHERE version = 1")
@@ -214,9 +214,10 @@ def test_eight_processes_migrating_at_once_apply_each_version_once(
         outputs = [process.communicate(timeout=60) for process in processes]
         assert [p.returncode for p in processes] == [0] * 8, [e.decode() for _, e in outputs]
         applied = sorted(out.decode().strip() for out, _ in outputs)
-        assert applied == ["-"] * 7 + ["001_init"]  # exactly one process applied it
+        # exactly one process applied them
+        assert applied == ["-"] * 7 + ["001_init,002_schedules"]
         rows = admin_conn.execute(f'SELECT version FROM "{schema}"."{prefix}migrations"')
-        assert rows.fetchall() == [(1,)]
+        assert rows.fetchall() == [(1,), (2,)]
     finally:
         drop_namespace(admin_conn, prefix, schema)
 
