@@ -75,7 +75,7 @@ def test_a_newer_schema_is_refused_with_both_versions(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     raw(db, "INSERT INTO cf_migrations VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 2"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 3"):
         store.check_schema()
 
 
@@ -99,31 +99,41 @@ def test_an_applied_migration_that_changed_is_refused(db: Path) -> None:
 
 def test_migrate_is_idempotent_and_recorded(db: Path) -> None:
     store = SQLiteStore(db)
-    assert store.migrate() == ["001_init", "002_partial_active_key"]
+    assert store.migrate() == ["001_init", "002_partial_active_key", "003_schedules"]
     assert store.migrate() == []
     rows = raw(db, "SELECT version, name, length(checksum) FROM cf_migrations ORDER BY version")
-    assert rows == [(1, "init", 64), (2, "partial_active_key", 64)]
+    assert rows == [(1, "init", 64), (2, "partial_active_key", 64), (3, "schedules", 64)]
 
 
-def _schema_1(db: Path) -> SQLiteStore:
-    """A store of the release that knew schema version 1 only."""
+def _older_release(db: Path, version: int) -> SQLiteStore:
+    """A store of the release that knew schema versions up to ``version`` (and their tables)."""
     store = SQLiteStore(db)
-    store.migrations = store.migrations[:1]
+    store.migrations = store.migrations[:version]
+    known = ("runs", "steps", "signals")  # a release before schedules probes these
+    store._queries.probe = {t: sql for t, sql in store._queries.probe.items() if t in known}
     return store
 
 
+def scheduled() -> cf.Workflow:
+    wf = cf.Workflow("scheduled", steps=[cf.Step("tick", lambda ctx, d: d)])
+    wf.schedule("nightly", cron="0 3 * * *", payload={"from": "nightly"})
+    return wf
+
+
 def test_a_schema_one_database_is_refused_until_migrated_then_keeps_its_keys(db: Path) -> None:
-    old = _schema_1(db)
+    old = _older_release(db, 1)
     assert old.migrate() == ["001_init"]
     wf = cf.Workflow("keyed", steps=[cf.Step("wait", lambda ctx, d: d)])
     writer = cf.Client(old)
     writer.register(wf)
     held = writer.enqueue("keyed", 1, key="order-1")
     finished = run_one(old)
-    with pytest.raises(cf.SchemaNotReady, match=r"002_partial_active_key are not applied"):
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"002_partial_active_key, 003_schedules are not applied"
+    ):
         SQLiteStore(db).check_schema()
     new = SQLiteStore(db)
-    assert new.migrate() == ["002_partial_active_key"]
+    assert new.migrate() == ["002_partial_active_key", "003_schedules"]
     new.check_schema()
     client = cf.Client(new)
     client.register(wf)
@@ -134,6 +144,24 @@ def test_a_schema_one_database_is_refused_until_migrated_then_keeps_its_keys(db:
     assert client.info(finished.ref).status is cf.Status.SUCCEEDED
     index = raw(db, "SELECT sql FROM sqlite_master WHERE name = 'cf_runs_active_key'")
     assert "WHERE active_key IS NOT NULL" in index[0][0]
+
+
+def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db: Path) -> None:
+    old = _older_release(db, 2)
+    assert old.migrate() == ["001_init", "002_partial_active_key"]
+    before = run_one(old)
+    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 003_schedules are not applied"):
+        SQLiteStore(db).check_schema()
+    with pytest.raises(cf.SchemaNotReady):
+        cf.Client(SQLiteStore(db)).start()  # a client refuses it too, before any statement
+    new = SQLiteStore(db)
+    assert new.migrate() == ["003_schedules"]
+    with cf.Client(new, poll_interval=0.05) as client:
+        client.register(scheduled())
+        ref = client.trigger_schedule("scheduled", "nightly")
+        assert client.wait(ref, timeout=10).result == {"from": "nightly"}
+        assert [s.name for s in client.schedules()] == ["nightly"]
+        assert client.info(before.ref).status is cf.Status.SUCCEEDED
 
 
 def test_migration_scripts_let_a_dba_migrate_by_hand(db: Path) -> None:
