@@ -185,7 +185,7 @@ def test_migrate_is_idempotent_and_recorded(server: Server, prefix: str) -> None
         assert store.migrate() == MIGRATIONS
         assert store.migrate() == []
         rows = server.query(f"SELECT version, name, LENGTH(checksum) FROM `{prefix}migrations`")
-        assert rows == [(1, "runs", 64), (2, "steps", 64), (3, "signals", 64)]
+        assert rows == [(n + 1, label[4:], 64) for n, label in enumerate(MIGRATIONS)]
         store.check_schema()
     finally:
         store.close()
@@ -213,6 +213,24 @@ def test_a_migrator_that_died_after_the_ddl_does_not_wedge_the_next(
         assert run_one(again).status is cf.Status.SUCCEEDED
     finally:
         again.close()
+
+
+def test_a_namespace_before_schedules_is_refused_until_migrated(
+    server: Server, prefix: str
+) -> None:
+    old = MySQLStore(server.url, table_prefix=prefix)
+    old.migrations = old.migrations[:3]  # the release before schedules
+    new = MySQLStore(server.url, table_prefix=prefix)
+    try:
+        assert old.migrate() == MIGRATIONS[:3]
+        with pytest.raises(cf.SchemaNotReady, match=r"004_schedules, 005_ticks are not applied"):
+            new.check_schema()
+        assert new.migrate() == MIGRATIONS[3:]
+        new.check_schema()
+        assert new.list_schedules() == []
+    finally:
+        old.close()
+        new.close()
 
 
 def test_an_applied_migration_that_changed_is_refused(

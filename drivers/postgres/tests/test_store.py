@@ -147,6 +147,18 @@ def test_migrate_is_idempotent_and_recorded(
     assert rows == [(1, "init", 64), (2, "schedules", 64)]
 
 
+def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFactory) -> None:
+    old = make_store(migrate=False)
+    old.migrations = old.migrations[:1]  # the release before schedules
+    assert old.migrate() == ["001_init"]
+    new = make_store(prefix=old.tables.prefix, migrate=False)
+    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 002_schedules are not applied"):
+        new.check_schema()
+    assert new.migrate() == ["002_schedules"]
+    new.check_schema()
+    assert new.list_schedules() == []
+
+
 def test_a_newer_schema_and_a_changed_migration_are_refused(
     make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
 ) -> None:
@@ -397,13 +409,14 @@ def test_a_failing_migration_file_leaves_nothing_and_frees_the_lock(
 
     store = make_store(migrate=False)
     prefix = store.tables.prefix
-    broken = Migration(2, "broken", 'CREATE TABLE "{p}half" (a INT);\nSELECT 1 / 0;\n')
+    broken = Migration(3, "broken", 'CREATE TABLE "{p}half" (a INT);\nSELECT 1 / 0;\n')
     store.migrations = (*store.migrations, broken)
     with pytest.raises(psycopg.errors.DivisionByZero):
         store.migrate()
-    # 001 committed in its own transaction; 002 rolled back whole, its table included.
+    # 001 and 002 committed, each in its own transaction; 003 rolled back whole, its table
+    # included.
     rows = admin_conn.execute(f"SELECT version FROM {store.tables.migrations}").fetchall()
-    assert rows == [(1,)]
+    assert rows == [(1,), (2,)]
     exists = admin_conn.execute("SELECT to_regclass(%s)", (f'"{prefix}half"',)).fetchone()
     assert exists == (None,)
     # The advisory lock was released: a second migrator is not kept waiting.
@@ -431,6 +444,6 @@ def test_the_command_line_migrates_and_prints_the_sql(
         tables = admin_conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
         ).fetchone()
-        assert tables == (4,)
+        assert tables == (6,)
     finally:
         drop_namespace(admin_conn, prefix, schema)
