@@ -399,22 +399,8 @@ class ScheduleRow(NamedTuple):
         ))  # fmt: skip
 
     def record(self) -> ScheduleRecord:
-        """The schedule as the ``Schedules`` facet returns it."""
-        return ScheduleRecord(
-            id=self.id,
-            workflow=self.workflow,
-            name=self.name,
-            spec=self.spec,
-            fingerprint=self.fingerprint,
-            next_fire=self.next_fire,
-            paused=self.paused,
-            resumed_at=self.resumed_at,
-            last_fire=self.last_fire,
-            last_run_id=self.last_run_id,
-            last_run_finished=self.last_run_finished,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
-        )
+        """The schedule as the ``Schedules`` facet returns it (the fields have its names)."""
+        return ScheduleRecord(**self._asdict())
 
 
 class LockedSchedule(NamedTuple):
@@ -452,16 +438,8 @@ class TickRow(NamedTuple):
         ))  # fmt: skip
 
     def record(self) -> TickRecord:
-        """The tick as ``schedule_history`` returns it."""
-        return TickRecord(
-            schedule_id=self.schedule_id,
-            at=self.at,
-            outcome=self.outcome,
-            reason=self.reason,
-            node=self.node,
-            recorded_at=self.recorded_at,
-            run_id=self.run_id,
-        )
+        """The tick as ``schedule_history`` returns it (the fields have its names)."""
+        return TickRecord(**self._asdict())
 
 
 class TickKey(NamedTuple):
