@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._caps import Cap
-from ._checks import seconds, whole
+from ._checks import check_int, check_seconds
 from ._models import StepKind
 from ._names import check_name
 from .retry import RetryPolicy
@@ -50,7 +50,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _check_seconds(what: str, value: float | None, *, allow_zero: bool = False) -> float | None:
-    return None if value is None else seconds(what, value, zero=allow_zero)
+    return None if value is None else check_seconds(what, value, zero=allow_zero)
 
 
 class Step:
@@ -172,7 +172,7 @@ class Workflow:
             raise TypeError(f"workflow {name!r}: retry must be a RetryPolicy, got {retry!r}")
         self.retry = retry or RetryPolicy()
         self.timeout = _check_seconds(f"timeout of workflow {name!r}", timeout)
-        self.priority = whole(f"the priority of workflow {name!r}", priority)
+        self.priority = check_int(f"the priority of workflow {name!r}", priority)
         self.description = description
         self._steps: dict[str, Step] = {}
         self._by_fn: dict[int, str] = {}

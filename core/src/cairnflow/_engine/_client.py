@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from .._caps import Cap
-from .._checks import seconds
+from .._checks import check_seconds
 from .._errors import (
     InvalidName,
     UnknownWorkflow,
@@ -180,7 +180,7 @@ class Client(ScheduleMethods):
             self._state.require(Cap.LEADER_ELECTION, "Client(leader_election=True)")
             leadership = self._state.facets.leadership
             assert leadership is not None  # declared, so check_store made sure
-            return StoreElector(self._state, leadership, lease=seconds("leader_lease", lease))
+            return StoreElector(self._state, leadership, lease=check_seconds("leader_lease", lease))
         if not isinstance(choice, Elector):
             raise TypeError(
                 f"leader_election takes True or an Elector (start, stop, is_leader), got {choice!r}"
@@ -580,4 +580,4 @@ def _seconds(delay: float | timedelta | None) -> float | None:
         return None
     if isinstance(delay, timedelta):
         delay = delay.total_seconds()
-    return seconds("delay", delay, zero=True)
+    return check_seconds("delay", delay, zero=True)

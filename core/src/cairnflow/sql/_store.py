@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import ids
 from .._caps import Cap
+from .._checks import check_int
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
@@ -129,8 +130,7 @@ class SQLStore:
         tx_attempts: int = 5,
         notifier: Notifier | None = None,
     ) -> None:
-        if isinstance(tx_attempts, bool) or not isinstance(tx_attempts, int) or tx_attempts < 1:
-            raise ValueError(f"tx_attempts must be an int >= 1, got {tx_attempts!r}")
+        check_int("tx_attempts", tx_attempts, minimum=1)
         self.tables = Tables.build(table_prefix, schema, dialect.quote)
         self.dialect = dialect
         self.stats = StoreStats()

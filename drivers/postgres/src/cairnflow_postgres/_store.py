@@ -18,7 +18,14 @@ from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from cairnflow import CairnError, Cap, InvalidName, StoreOpenError, Unavailable, ids
-from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
+from cairnflow.sql import (
+    SQL_CAPABILITIES,
+    ErrorClassifier,
+    SQLStore,
+    Tables,
+    check_int,
+    load_migrations,
+)
 from cairnflow.store import StoreInfo
 
 from ._dialect import PostgresDialect
@@ -245,9 +252,8 @@ class PostgresStore(SQLStore):
         # Every identifier is checked before anything is opened: a refused name opens nothing.
         Tables.build(table_prefix, schema, dialect.quote)
         _check_schema_name(schema)
-        for name, size in (("min_size", min_size), ("max_size", max_size)):
-            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {size!r}")
+        check_int("min_size", min_size, minimum=0)
+        check_int("max_size", max_size, minimum=0)
         if max_size < max(min_size, 1):
             raise ValueError(f"max_size must be >= max(min_size, 1), got {max_size!r}")
         if not pool_timeout > 0:
