@@ -78,7 +78,9 @@ class NewStep:
 
 @dataclass(frozen=True, slots=True)
 class NewRun:
-    """A run to create. Root steps start ready and due at ``run_at``."""
+    """A run to create, as the client prepared it from a :class:`cairnflow.Job` (or a
+    schedule's tick): the payload encoded, the workflow's steps, queue and priority
+    resolved, times absolute. Root steps start ready and due at ``run_at``."""
 
     workflow: str
     queue: str
