@@ -123,8 +123,17 @@ class WorkerProcesses:
         poll: float = 0.05,
         max_reclaims: int = 5,
         interrupt: bool = True,
+        schedules: bool = False,
+        clock: tuple[float, int, int] | None = None,
+        leader_lease: float | None = None,
     ) -> WorkerProcess:
-        """Start a worker and wait until its client runs."""
+        """Start a worker and wait until its client runs.
+
+        ``schedules`` adds the ticker workflow (fired every second); ``clock``
+        (speed, epoch, since) makes its scheduling clock a
+        :class:`cairnflow.clock.Scaled` one; ``leader_lease`` turns leader
+        election on.
+        """
         if os.name != "posix":
             pytest.skip("worker-process tests need POSIX signals (SIGKILL, SIGSTOP)")
         spec = self._require_worker_factory("this test runs the store in worker processes")
@@ -153,6 +162,12 @@ class WorkerProcesses:
         ]
         if not interrupt:
             command.append("--no-interrupt")
+        if schedules:
+            command.append("--schedules")
+        if clock is not None:
+            command += ["--clock", ":".join(str(part) for part in clock)]
+        if leader_lease is not None:
+            command += ["--leader-lease", str(leader_lease)]
         env = self._environment()
         with log.open("w", encoding="utf-8") as stderr:
             popen = subprocess.Popen(  # noqa: S603 - our interpreter, our module, checked args

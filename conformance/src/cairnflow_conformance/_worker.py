@@ -18,11 +18,12 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import cairnflow as cf
 
 from ._target import load_worker_factory
-from .workflows import process_workflows
+from .workflows import process_workflows, ticker
 
 __all__ = ["main"]
 
@@ -39,6 +40,17 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--lease", type=float, default=1.0)
     parser.add_argument("--poll", type=float, default=0.05)
     parser.add_argument("--max-reclaims", type=int, default=5)
+    parser.add_argument(
+        "--schedules",
+        action="store_true",
+        help="also run the ticker workflow, fired every second by its schedule",
+    )
+    parser.add_argument(
+        "--clock",
+        default=None,
+        help="SPEED:EPOCH_NS:SINCE_NS: a scheduling clock sped up (cairnflow.clock.Scaled)",
+    )
+    parser.add_argument("--leader-lease", type=float, default=None, help="elect a leader")
     parser.add_argument(
         "--no-interrupt",
         action="store_true",
@@ -60,6 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     factory = load_worker_factory(args.factory)
     store: cf.Store = factory(args.namespace, **json.loads(args.config))
+    options: dict[str, Any] = {}
+    if args.clock is not None:
+        speed, epoch, since = args.clock.split(":")
+        options["clock"] = cf.clock.Scaled(float(speed), int(epoch), int(since))
+    if args.leader_lease is not None:
+        options.update(leader_election=True, leader_lease=args.leader_lease)
     client = cf.Client(
         store,
         workers=args.workers,
@@ -68,11 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_reclaims=args.max_reclaims,
         node_id=args.node_id,
         interrupt=not args.no_interrupt,
+        **options,
     )
+    candidates = process_workflows() + ([ticker()] if args.schedules else [])
     supported = [
-        wf
-        for wf in process_workflows()
-        if set(wf.required_capabilities()) <= set(store.capabilities)
+        wf for wf in candidates if set(wf.required_capabilities()) <= set(store.capabilities)
     ]
     client.register(*supported)
     done = threading.Event()

@@ -127,6 +127,19 @@ def approval() -> cf.Workflow:
     return wf
 
 
+TICKER = "kit-ticker"
+TICKER_SCHEDULE = "every-second"
+
+
+def ticker() -> cf.Workflow:
+    """A workflow fired every second by its schedule (run by ``--schedules`` workers)."""
+    wf = cf.Workflow(TICKER, steps=[cf.Step("tick", lambda ctx, data: ctx.node_id)])
+    # A catch-up window of an hour (three minutes of a 20x clock): a worker stalled by a
+    # loaded machine fires the ticks it is late for instead of skipping them.
+    wf.schedule(TICKER_SCHEDULE, cron="* * * * * *", misfire=cf.Misfire.CATCH_UP(3600))
+    return wf
+
+
 def process_workflows() -> list[cf.Workflow]:
     """Fresh instances of every workflow a kit worker process runs."""
     return [fanout(), hold(), poison(), approval()]

@@ -43,6 +43,7 @@ DEFAULT_BLOCKED = frozenset(
         "schedule_history",
         "prune_ticks",
         "claim_leadership",
+        "read_leadership",
         "resign_leadership",
     }
 )

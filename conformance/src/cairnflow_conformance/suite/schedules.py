@@ -11,18 +11,23 @@ from the schedule's history.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 import cairnflow as cf
 from cairnflow import Cap
+from cairnflow._engine._leader import LEADER_ROLE
 from cairnflow.clock import Fake
 from cairnflow.schedule import schedule_id
 from cairnflow.store import ScheduleRecord, Schedules, StoreFacets, TickOutcome, TickRecord
 
 from .._kit import Kit
 from .._markers import proves
+from ..workflows import TICKER, TICKER_SCHEDULE
 from ._shared import TIMEOUT, wait_until
 
 __all__ = ["ScheduleTests"]
@@ -31,6 +36,7 @@ _WORKFLOW = "kit-cron"
 _LABEL = "cairnflow.schedule"
 _START = datetime(2026, 3, 6, 10, 0, 30, tzinfo=UTC)  # a Friday, 30 s past a minute
 _S = 10**9
+_PROCESSES = pytest.mark.xdist_group("cairnflow-conformance-processes")
 
 
 def _workflow(
@@ -383,6 +389,8 @@ class ScheduleTests:
             role, "kit-a", lease_now=now + 22 * _S, lease_until=now + 32 * _S
         )
         assert (back.node, back.term) == ("kit-a", 3), "a resigned lease was not free at once"
+        assert second.read_leadership(role) == back
+        assert second.read_leadership("kit-nobody") is None
 
     @proves(Cap.LEADER_ELECTION, requires=[Cap.CRON, Cap.TICK_EVENTS])
     def test_only_the_leader_fires_and_a_successor_fires_once_it_is_gone(
@@ -432,3 +440,102 @@ class ScheduleTests:
         wait_until(lambda: len(events) == 2, timeout=TIMEOUT, what="the tick after the handover")
         assert events[1].node == successor.node_id
         assert len({e.at_ns for e in events}) == 2, "a tick was fired twice"
+
+    @_PROCESSES
+    @proves(Cap.CRON, Cap.MULTI_PROCESS, requires=[Cap.SCHEDULE_HISTORY, Cap.RUN_QUERY])
+    def test_three_processes_fire_each_of_200_ticks_once(self, cairnflow_kit: Kit) -> None:
+        kit = cairnflow_kit
+        clock = _fast_clock()
+        workers = [
+            kit.processes.spawn(f"kit-cron-{n}", schedules=True, clock=clock) for n in range(3)
+        ]
+        reader = kit.client(start=False)
+        fired = _wait_fired(reader, 200, kit)
+        for worker in workers:
+            worker.stop()
+        fired = _fired(reader)
+        _assert_every_tick_once(reader, fired)
+        assert len({t.node for t in fired}) > 1, "one process fired every tick: no race was run"
+
+    @_PROCESSES
+    @proves(
+        Cap.LEADER_ELECTION,
+        Cap.MULTI_PROCESS,
+        requires=[Cap.CRON, Cap.SCHEDULE_HISTORY, Cap.RUN_QUERY],
+    )
+    def test_a_killed_leader_is_succeeded_and_no_tick_is_lost_or_fired_twice(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        clock = _fast_clock()
+        lease = 2.0
+        workers = {
+            f"kit-led-{n}": kit.processes.spawn(
+                f"kit-led-{n}", schedules=True, clock=clock, leader_lease=lease
+            )
+            for n in range(3)
+        }
+        reader = kit.client(start=False)
+        leadership = StoreFacets.of(kit.store).leadership
+        assert leadership is not None
+        before = _wait_fired(reader, 40, kit)
+        leader = before[-1].node
+        assert {t.node for t in before} == {leader}, "a process that does not lead fired"
+        term = leadership.read_leadership(LEADER_ROLE)
+        assert term is not None
+        assert term.node == leader
+        workers[leader].kill()  # SIGKILL: no resignation, the lease has to run out
+        wait_until(
+            lambda: any(t.node != leader for t in _fired(reader)[-5:]),
+            timeout=TIMEOUT * 2,
+            what=f"a successor of {leader} firing",
+        )
+        fired = _wait_fired(reader, len(_fired(reader)) + 40, kit)
+        successor = leadership.read_leadership(LEADER_ROLE)
+        assert successor is not None
+        assert successor.node != leader
+        assert successor.term > term.term, "the term did not grow on the handover"
+        after = [t for t in fired if t.node != leader]
+        assert after
+        assert {t.node for t in after} <= set(workers) - {leader}
+        for worker in workers.values():
+            if worker.alive:
+                worker.stop()
+        _assert_every_tick_once(reader, _fired(reader))
+
+
+
+def _fast_clock() -> tuple[float, int, int]:
+    """A scheduling clock 20 times faster than real time, the same in every process."""
+    return (20.0, cf.clock.to_ns(_START), time.time_ns())
+
+
+def _fired(client: cf.Client) -> list[cf.TickEvent]:
+    """The ticker's fired ticks, oldest first."""
+    ticks = client.schedule_history(TICKER, TICKER_SCHEDULE, limit=1000)
+    return [t for t in reversed(ticks) if t.outcome is TickOutcome.FIRED]
+
+
+def _wait_fired(client: cf.Client, count: int, kit: Kit) -> list[cf.TickEvent]:
+    def enough() -> bool:
+        try:
+            return len(_fired(client)) >= count
+        except cf.ScheduleNotFound:
+            return False
+
+    try:
+        wait_until(enough, timeout=TIMEOUT * 2, what=f"{count} fired ticks")
+    except TimeoutError as error:
+        raise AssertionError(f"{error}; worker logs:\n{kit.processes.logs()}") from None
+    return _fired(client)
+
+
+def _assert_every_tick_once(client: cf.Client, fired: list[cf.TickEvent]) -> None:
+    """Every second from the first fired tick to the last fired once, with one run each."""
+    times = [t.at_ns for t in fired]
+    assert len(times) == len(set(times)), "a tick was fired twice"
+    expected = list(range(times[0], times[-1] + 1, _S))
+    assert times == expected, f"ticks lost: {sorted(set(expected) - set(times))[:5]}"
+    runs = client.runs(workflow=TICKER, labels={_LABEL: TICKER_SCHEDULE}, limit=1000).runs
+    assert len({r.id for r in runs}) == len(fired), f"{len(runs)} runs for {len(fired)} ticks"
+    assert {t.run.id for t in fired if t.run is not None} == {r.id for r in runs}

@@ -196,6 +196,10 @@ class Leadership(Protocol):
         """Take or extend the lease of ``role`` for ``node``; return who holds it now."""
         ...
 
+    def read_leadership(self, role: str) -> Leader | None:
+        """Who holds (or last held) the lease of ``role``; None if nobody ever did."""
+        ...
+
     def resign_leadership(self, role: str, node: str) -> None:
         """End ``node``'s lease of ``role`` now, if it holds it (a clean stop hands over)."""
         ...
@@ -305,7 +309,7 @@ FACETS: tuple[Facet, ...] = (
     Facet(
         "leadership",
         Leadership,
-        ("claim_leadership", "resign_leadership"),
+        ("claim_leadership", "read_leadership", "resign_leadership"),
         frozenset({Cap.LEADER_ELECTION}),
     ),
 )

@@ -178,6 +178,11 @@ class MemorySchedules:
             self._leaders[role] = Leader(role, node, term, lease_until)
             return self._leaders[role]
 
+    def read_leadership(self, role: str) -> Leader | None:
+        """The lease of ``role`` as it stands."""
+        with self._lock:
+            return self._leaders.get(role)
+
     def resign_leadership(self, role: str, node: str) -> None:
         """End ``node``'s lease now, if it holds it."""
         with self._lock:
