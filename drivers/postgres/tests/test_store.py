@@ -172,6 +172,27 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     assert (held.node, held.term) == ("n1", 1)
 
 
+@pytest.mark.parametrize("drop", ["drop_tables", "drop_namespace"])
+def test_dropping_a_namespace_leaves_none_of_its_tables(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any], drop: str
+) -> None:
+    store = make_store()
+    prefix = store.tables.prefix
+
+    def tables() -> list[str]:
+        rows = admin_conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s ORDER BY 1", (prefix + "%",)
+        )
+        return [name for (name,) in rows.fetchall()]
+
+    assert tables() == sorted(store.table_names())  # the leaders table among them
+    if drop == "drop_tables":
+        store.drop_tables()
+    else:
+        drop_namespace(admin_conn, prefix)  # what test suites clean up with (TABLES)
+    assert tables() == []
+
+
 def test_a_newer_schema_and_a_changed_migration_are_refused(
     make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
 ) -> None:
