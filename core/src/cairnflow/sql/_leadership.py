@@ -20,7 +20,6 @@ from ..store import Leader
 from ._dialect import Cursor
 from ._parts import Part
 from ._rows import LeaderRow
-from ._transactions import UniqueViolation
 
 __all__ = ["Leadership"]
 
@@ -44,12 +43,7 @@ class Leadership(Part):
                 self._execute(cur, q.hold_leader, (node, leader.term, lease_until, role))
             return leader
 
-        try:
-            return self._tx.run(work)
-        except UniqueViolation:
-            # Another node inserted the role's first lease between this claim's read and
-            # insert: the row is there now, and this claim locks it like any other.
-            return self._tx.run(work)
+        return self._tx.upsert(work)  # a first claimer that loses the insert claims again
 
     def resign_leadership(self, role: str, node: str) -> None:
         """End ``node``'s lease of ``role`` now (a lease of 0), if it holds it."""
