@@ -27,7 +27,7 @@ from cairnflow.sql import (
     load_migrations,
     split_statements,
 )
-from cairnflow.sql._rows import ScheduleRow, TickRow
+from cairnflow.sql._rows import LeaderRow, ScheduleRow, TickRow
 
 
 def test_split_statements_respects_quotes_and_comments() -> None:
@@ -203,6 +203,7 @@ def test_the_default_classifier_reads_the_sqlstate_of_every_common_postgres_driv
         (_statements.CLAIM_RUN_COLUMNS, ClaimedRun),
         (_statements.SCHEDULE_COLUMNS, ScheduleRow),
         (_statements.TICK_COLUMNS, TickRow),
+        (_statements.LEADER_COLUMNS, LeaderRow),
     ],
 )
 def test_each_column_list_is_its_row_types_fields(columns: str, row: type[Any]) -> None:

@@ -24,7 +24,14 @@ from cairnflow_mysql import _store as store_module
 
 Server = Any  # conftest.Server: the server under test and raw connections to it
 
-MIGRATIONS = ["001_runs", "002_steps", "003_signals", "004_schedules", "005_ticks"]
+MIGRATIONS = [
+    "001_runs",
+    "002_steps",
+    "003_signals",
+    "004_schedules",
+    "005_ticks",
+    "006_leaders",
+]
 
 
 def simple() -> cf.Workflow:
@@ -237,11 +244,30 @@ def test_a_namespace_before_schedules_is_refused_until_migrated(
     new = MySQLStore(server.url, table_prefix=prefix)
     try:
         assert old.migrate() == MIGRATIONS[:3]
-        with pytest.raises(cf.SchemaNotReady, match=r"004_schedules, 005_ticks are not applied"):
+        with pytest.raises(
+            cf.SchemaNotReady, match=r"004_schedules, 005_ticks, 006_leaders are not applied"
+        ):
             new.check_schema()
         assert new.migrate() == MIGRATIONS[3:]
         new.check_schema()
         assert new.list_schedules() == []
+    finally:
+        old.close()
+        new.close()
+
+
+def test_a_namespace_before_leaders_is_refused_until_migrated(server: Server, prefix: str) -> None:
+    old = MySQLStore(server.url, table_prefix=prefix)
+    old.migrations = old.migrations[:5]  # the release before leader election
+    new = MySQLStore(server.url, table_prefix=prefix)
+    try:
+        assert old.migrate() == MIGRATIONS[:5]
+        with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 006_leaders are not applied"):
+            new.check_schema()
+        assert new.migrate() == ["006_leaders"]
+        new.check_schema()
+        held = new.claim_leadership("scheduler", "n1", lease_now=1, lease_until=2)
+        assert (held.node, held.term) == ("n1", 1)
     finally:
         old.close()
         new.close()
@@ -262,7 +288,7 @@ def test_a_newer_schema_and_a_missing_table_are_named(
     with pytest.raises(cf.SchemaNotReady, match=f"table {prefix}signals is not readable"):
         store.check_schema()
     server.query(f"INSERT INTO `{prefix}migrations` VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 5"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 6"):
         store.check_schema()
 
 

@@ -5,7 +5,9 @@ inlined, as the engine's statements are planned), after ``ANALYZE``. Finished
 runs and steps are in no partial index, so the claim, the reclaimer and the
 due-work scan read only the few hot rows whatever the history holds. Beside
 them, 5,000 schedules of 100 workflows and 200k recorded ticks: a pass reads its
-own workflows' due schedules, pruning the oldest ticks in order.
+own workflows' due schedules, pruning the oldest ticks in order. And 5,000
+leadership roles (far more than a cluster has): a claim locks and writes its
+role's row by the primary key, however many roles there are.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cairnflow.sql import Statement
+from cairnflow.sql import TABLES, Statement
 from cairnflow_postgres import PostgresStore
 
 pytestmark = pytest.mark.timeout(240)
@@ -113,7 +115,14 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 FROM generate_series(1, 5000) AS g CROSS JOIN generate_series(1, 40) AS k""",
                 {"now": NOW},
             )
-        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks):
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.leaders} (role, node, term, lease_until)
+                SELECT 'role_' || g, 'node', g, %(now)s
+                FROM generate_series(1, 5000) AS g""",
+                {"now": NOW},
+            )
+        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders):
             admin_conn.execute(f"ANALYZE {table}")
         yield store
     finally:
@@ -200,6 +209,10 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "tick_history": (q.tick_history, ("sch_7", 20)),
         "prunable_ticks": (q.prunable_ticks, (NOW - 38 * 60 * 10**9, 1000)),
         "delete_ticks": q.delete_ticks([("sch_7", NOW - 60 * 10**9), ("sch_8", NOW)]),
+        # Leadership: a claim locks its role's row, then writes it; a resignation.
+        "lock_leader": (q.lock_leader, ("role_7",)),
+        "hold_leader": (q.hold_leader, ("node", 8, NOW, "role_7")),
+        "resign_leader": (q.resign_leader, ("role_7", "node")),
     }
     return statements
 
@@ -218,9 +231,7 @@ def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statem
 def test_no_hot_path_query_scans_a_whole_table(
     history: PostgresStore, admin_conn: psycopg.Connection[Any]
 ) -> None:
-    tables = {
-        history.tables.unqualified(t) for t in ("runs", "steps", "signals", "schedules", "ticks")
-    }
+    tables = {history.tables.unqualified(t) for t in TABLES if t != "migrations"}
     scans: dict[str, list[str]] = {}
     indexes: dict[str, set[str]] = {}
     for name, statement in _statements(history).items():
@@ -241,6 +252,8 @@ def test_no_hot_path_query_scans_a_whole_table(
     assert f"{prefix}schedules_due" in indexes["due_schedules"]
     assert f"{prefix}ticks_recorded" in indexes["prunable_ticks"]
     assert f"{prefix}ticks_pkey" in indexes["tick_history"]
+    for name in ("lock_leader", "hold_leader", "resign_leader"):
+        assert f"{prefix}leaders_pkey" in indexes[name]
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

@@ -1,10 +1,11 @@
-"""Schedules on Postgres: racing fires and saves from separate store objects, each its own pool.
+"""Schedules on Postgres: racing fires, saves and leader claims from separate store objects.
 
 The kit proves one fire per tick at the SPI, one call after another. Here the
 calls meet in the server: each round, two store objects fire the same tick at
 the same instant (a barrier), so one waits on the schedule's row lock the other
 holds and is refused after it (its plan is stale, or, for a trigger, its tick's
-key is taken), with nothing written.
+key is taken), with nothing written. Leader claims race the same way: on a
+role's row lock once it exists, on its primary key while it does not.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cairnflow import StepKind
-from cairnflow.store import NewRun, NewStep, ScheduleRecord, TickOutcome, TickRecord
+from cairnflow.store import Leader, NewRun, NewStep, ScheduleRecord, TickOutcome, TickRecord
 from cairnflow_postgres import PostgresStore
 
 StoreFactory = Callable[..., PostgresStore]
@@ -64,9 +65,18 @@ def _race(
     return results
 
 
-def test_two_stores_firing_the_same_tick_at_once_fire_it_once(make_store: StoreFactory) -> None:
+def _stores(make_store: StoreFactory, count: int) -> list[PostgresStore]:
+    """``count`` store objects on one namespace, each with its own pool."""
     first = make_store(notify=False)
-    stores = [first, make_store(prefix=first.tables.prefix, migrate=False, notify=False)]
+    return [first] + [
+        make_store(prefix=first.tables.prefix, migrate=False, notify=False)
+        for _ in range(count - 1)
+    ]
+
+
+def test_two_stores_firing_the_same_tick_at_once_fire_it_once(make_store: StoreFactory) -> None:
+    stores = _stores(make_store, 2)
+    first = stores[0]
     first.save_schedule(_record())
 
     def fire(store: PostgresStore, round_: int, expected: bool) -> int | None:
@@ -98,12 +108,53 @@ def test_two_stores_firing_the_same_tick_at_once_fire_it_once(make_store: StoreF
 
 
 def test_concurrent_first_saves_of_one_schedule_all_succeed(make_store: StoreFactory) -> None:
-    first = make_store(notify=False)
-    stores = [first] + [
-        make_store(prefix=first.tables.prefix, migrate=False, notify=False) for _ in range(3)
-    ]
+    stores = _stores(make_store, 4)
+    first = stores[0]
     # Every round a new schedule: four stores insert it at once, and three lose the race.
     saved = _race(stores, lambda store, round_: store.save_schedule(_record(f"sch_{round_}")))
     for round_ in range(ROUNDS):
         assert {results[round_].id for results in saved} == {f"sch_{round_}"}
     assert len(first.list_schedules()) == ROUNDS
+
+
+def test_racing_claims_give_one_node_the_lease_and_a_new_term_per_handover(
+    make_store: StoreFactory,
+) -> None:
+    stores = _stores(make_store, 4)
+    lease = 10 * 10**9
+
+    # Each round every store claims the role at the same instant, as its own node; the lease
+    # of the round before expired a nanosecond earlier, so every round is a handover.
+    def claim(store: PostgresStore, round_: int) -> Leader:
+        now = T0 + round_ * lease
+        node = f"node-{stores.index(store)}"
+        return store.claim_leadership("scheduler", node, lease_now=now, lease_until=now + lease - 1)
+
+    results = _race(stores, claim)
+    for round_, seen in enumerate(zip(*results, strict=True)):
+        winners = [n for n, leader in enumerate(seen) if leader.node == f"node-{n}"]
+        assert len(winners) == 1, f"round {round_}: {seen}"
+        assert set(seen) == {seen[winners[0]]}, f"round {round_}: the racers saw other holders"
+        assert seen[0].term == round_ + 1, f"round {round_}: {seen[0]}"  # one term per handover
+
+
+def test_racing_first_claims_of_a_role_all_return_its_one_holder(
+    make_store: StoreFactory,
+) -> None:
+    stores = _stores(make_store, 4)
+
+    # Every round a new role: four stores find no row and insert it at once; the primary key
+    # refuses three, whose claims run again and return the winner.
+    def claim(store: PostgresStore, round_: int) -> Leader:
+        node = f"node-{stores.index(store)}"
+        return store.claim_leadership(f"role-{round_}", node, lease_now=T0, lease_until=T0 + 1)
+
+    before = sum(store.stats.snapshot()["transactions"] for store in stores)
+    results = _race(stores, claim)
+    for round_, seen in enumerate(zip(*results, strict=True)):
+        assert len(set(seen)) == 1, f"round {round_}: {seen}"
+        assert seen[0].term == 1
+        assert sum(leader.node == f"node-{n}" for n, leader in enumerate(seen)) == 1
+    # The race was run: some claims lost the insert and ran again (a claim is one transaction).
+    transactions = sum(store.stats.snapshot()["transactions"] for store in stores) - before
+    assert transactions > len(stores) * ROUNDS

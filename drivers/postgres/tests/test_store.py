@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 
 import cairnflow as cf
 from cairnflow import StepKind
-from cairnflow.sql import split_statements
+from cairnflow.sql import TABLES, split_statements
 from cairnflow.store import ClaimRequest, NewRun, NewStep
 from cairnflow_postgres import PostgresStore
 from cairnflow_postgres.testing import drop_namespace, unique_prefix
@@ -25,6 +25,8 @@ StoreFactory = Callable[..., PostgresStore]
 ClientFactory = Callable[..., cf.Client]
 
 pytestmark = pytest.mark.timeout(120)
+
+MIGRATIONS = ["001_init", "002_schedules", "003_leaders"]
 
 
 def simple() -> cf.Workflow:
@@ -109,15 +111,13 @@ def test_an_unknown_schema_is_not_ready_until_migrate_creates_it(
     store = make_store(schema=schema, migrate=False)
     with pytest.raises(cf.SchemaNotReady):
         store.check_schema()
-    assert store.migrate() == ["001_init", "002_schedules"]
+    assert store.migrate() == MIGRATIONS
     rows = admin_conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
         (schema,),
     ).fetchall()
     prefix = store.tables.prefix
-    assert [r[0] for r in rows] == sorted(
-        f"{prefix}{t}" for t in ("migrations", "runs", "schedules", "signals", "steps", "ticks")
-    )
+    assert [r[0] for r in rows] == sorted(f"{prefix}{t}" for t in TABLES)
     store.check_schema()
     assert run_one(make_client, store).status is cf.Status.SUCCEEDED
 
@@ -132,19 +132,19 @@ def test_an_existing_schema_is_used_as_it_is(
     row = admin_conn.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (schema,)
     ).fetchone()
-    assert row == (6,)
+    assert row == (len(TABLES),)
 
 
 def test_migrate_is_idempotent_and_recorded(
     make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
 ) -> None:
     store = make_store(migrate=False)
-    assert store.migrate() == ["001_init", "002_schedules"]
+    assert store.migrate() == MIGRATIONS
     assert store.migrate() == []
     rows = admin_conn.execute(
-        f"SELECT version, name, length(checksum) FROM {store.tables.migrations}"
+        f"SELECT version, name, length(checksum) FROM {store.tables.migrations} ORDER BY 1"
     ).fetchall()
-    assert rows == [(1, "init", 64), (2, "schedules", 64)]
+    assert rows == [(n + 1, label[4:], 64) for n, label in enumerate(MIGRATIONS)]
 
 
 def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFactory) -> None:
@@ -152,11 +152,45 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     old.migrations = old.migrations[:1]  # the release before schedules
     assert old.migrate() == ["001_init"]
     new = make_store(prefix=old.tables.prefix, migrate=False)
-    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 002_schedules are not applied"):
+    with pytest.raises(cf.SchemaNotReady, match=r"002_schedules, 003_leaders are not applied"):
         new.check_schema()
-    assert new.migrate() == ["002_schedules"]
+    assert new.migrate() == MIGRATIONS[1:]
     new.check_schema()
     assert new.list_schedules() == []
+
+
+def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFactory) -> None:
+    old = make_store(migrate=False)
+    old.migrations = old.migrations[:2]  # the release before leader election
+    assert old.migrate() == MIGRATIONS[:2]
+    new = make_store(prefix=old.tables.prefix, migrate=False)
+    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 003_leaders are not applied"):
+        new.check_schema()
+    assert new.migrate() == ["003_leaders"]
+    new.check_schema()
+    held = new.claim_leadership("scheduler", "n1", lease_now=1, lease_until=2)
+    assert (held.node, held.term) == ("n1", 1)
+
+
+@pytest.mark.parametrize("drop", ["drop_tables", "drop_namespace"])
+def test_dropping_a_namespace_leaves_none_of_its_tables(
+    make_store: StoreFactory, admin_conn: psycopg.Connection[Any], drop: str
+) -> None:
+    store = make_store()
+    prefix = store.tables.prefix
+
+    def tables() -> list[str]:
+        rows = admin_conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s ORDER BY 1", (prefix + "%",)
+        )
+        return [name for (name,) in rows.fetchall()]
+
+    assert tables() == sorted(store.table_names())  # the leaders table among them
+    if drop == "drop_tables":
+        store.drop_tables()
+    else:
+        drop_namespace(admin_conn, prefix)  # what test suites clean up with (TABLES)
+    assert tables() == []
 
 
 def test_a_newer_schema_and_a_changed_migration_are_refused(
@@ -165,7 +199,7 @@ def test_a_newer_schema_and_a_changed_migration_are_refused(
     store = make_store()
     table = store.tables.migrations
     admin_conn.execute(f"INSERT INTO {table} VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 2"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 3"):
         store.check_schema()
     admin_conn.execute(f"DELETE FROM {table} WHERE version = 99")
     admin_conn.execute(f"UPDATE {table} SET checksum = 'tampered' WHERE version = 1")
@@ -227,9 +261,9 @@ def test_eight_processes_migrating_at_once_apply_each_version_once(
         assert [p.returncode for p in processes] == [0] * 8, [e.decode() for _, e in outputs]
         applied = sorted(out.decode().strip() for out, _ in outputs)
         # exactly one process applied them
-        assert applied == ["-"] * 7 + ["001_init,002_schedules"]
+        assert applied == ["-"] * 7 + [",".join(MIGRATIONS)]
         rows = admin_conn.execute(f'SELECT version FROM "{schema}"."{prefix}migrations"')
-        assert rows.fetchall() == [(1,), (2,)]
+        assert sorted(rows.fetchall()) == [(n + 1,) for n in range(len(MIGRATIONS))]
     finally:
         drop_namespace(admin_conn, prefix, schema)
 
@@ -409,14 +443,16 @@ def test_a_failing_migration_file_leaves_nothing_and_frees_the_lock(
 
     store = make_store(migrate=False)
     prefix = store.tables.prefix
-    broken = Migration(3, "broken", 'CREATE TABLE "{p}half" (a INT);\nSELECT 1 / 0;\n')
+    broken = Migration(
+        len(MIGRATIONS) + 1, "broken", 'CREATE TABLE "{p}half" (a INT);\nSELECT 1 / 0;\n'
+    )
     store.migrations = (*store.migrations, broken)
     with pytest.raises(psycopg.errors.DivisionByZero):
         store.migrate()
-    # 001 and 002 committed, each in its own transaction; 003 rolled back whole, its table
-    # included.
-    rows = admin_conn.execute(f"SELECT version FROM {store.tables.migrations}").fetchall()
-    assert rows == [(1,), (2,)]
+    # The release's migrations committed, each in its own transaction; the broken one rolled
+    # back whole, its table included.
+    rows = admin_conn.execute(f"SELECT version FROM {store.tables.migrations} ORDER BY 1")
+    assert rows.fetchall() == [(n + 1,) for n in range(len(MIGRATIONS))]
     exists = admin_conn.execute("SELECT to_regclass(%s)", (f'"{prefix}half"',)).fetchone()
     assert exists == (None,)
     # The advisory lock was released: a second migrator is not kept waiting.
@@ -444,6 +480,6 @@ def test_the_command_line_migrates_and_prints_the_sql(
         tables = admin_conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
         ).fetchone()
-        assert tables == (6,)
+        assert tables == (len(TABLES),)
     finally:
         drop_namespace(admin_conn, prefix, schema)

@@ -83,6 +83,7 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_signals",
             "app_schedules",
             "app_ticks",
+            "app_leaders",
             "app_migrations",
         ]
     finally:

@@ -29,6 +29,9 @@ def run_one(store: SQLiteStore, payload: Any = 1) -> cf.RunInfo:
         return client.wait(client.enqueue("simple", payload), timeout=10)
 
 
+MIGRATIONS = ["001_init", "002_partial_active_key", "003_schedules", "004_leaders"]
+
+
 def raw(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql, params).fetchall()
@@ -75,7 +78,7 @@ def test_a_newer_schema_is_refused_with_both_versions(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     raw(db, "INSERT INTO cf_migrations VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 3"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 4"):
         store.check_schema()
 
 
@@ -99,17 +102,18 @@ def test_an_applied_migration_that_changed_is_refused(db: Path) -> None:
 
 def test_migrate_is_idempotent_and_recorded(db: Path) -> None:
     store = SQLiteStore(db)
-    assert store.migrate() == ["001_init", "002_partial_active_key", "003_schedules"]
+    assert store.migrate() == MIGRATIONS
     assert store.migrate() == []
     rows = raw(db, "SELECT version, name, length(checksum) FROM cf_migrations ORDER BY version")
-    assert rows == [(1, "init", 64), (2, "partial_active_key", 64), (3, "schedules", 64)]
+    assert rows == [(n + 1, label[4:], 64) for n, label in enumerate(MIGRATIONS)]
 
 
 def _older_release(db: Path, version: int) -> SQLiteStore:
     """A store of the release that knew schema versions up to ``version`` (and their tables)."""
     store = SQLiteStore(db)
     store.migrations = store.migrations[:version]
-    known = ("runs", "steps", "signals")  # a release before schedules probes these
+    known = ["runs", "steps", "signals"]  # a release before schedules probes these
+    known += ["schedules", "ticks"] if version >= 3 else []
     store._queries.probe = {t: sql for t, sql in store._queries.probe.items() if t in known}
     return store
 
@@ -129,11 +133,11 @@ def test_a_schema_one_database_is_refused_until_migrated_then_keeps_its_keys(db:
     held = writer.enqueue("keyed", 1, key="order-1")
     finished = run_one(old)
     with pytest.raises(
-        cf.SchemaNotReady, match=r"002_partial_active_key, 003_schedules are not applied"
+        cf.SchemaNotReady, match=r"002_partial_active_key, 003_schedules, 004_leaders are not"
     ):
         SQLiteStore(db).check_schema()
     new = SQLiteStore(db)
-    assert new.migrate() == ["002_partial_active_key", "003_schedules"]
+    assert new.migrate() == MIGRATIONS[1:]
     new.check_schema()
     client = cf.Client(new)
     client.register(wf)
@@ -150,18 +154,47 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     old = _older_release(db, 2)
     assert old.migrate() == ["001_init", "002_partial_active_key"]
     before = run_one(old)
-    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 003_schedules are not applied"):
+    with pytest.raises(cf.SchemaNotReady, match=r"003_schedules, 004_leaders are not applied"):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
         cf.Client(SQLiteStore(db)).start()  # a client refuses it too, before any statement
     new = SQLiteStore(db)
-    assert new.migrate() == ["003_schedules"]
+    assert new.migrate() == MIGRATIONS[2:]
     with cf.Client(new, poll_interval=0.05) as client:
         client.register(scheduled())
         ref = client.trigger_schedule("scheduled", "nightly")
         assert client.wait(ref, timeout=10).result == {"from": "nightly"}
         assert [s.name for s in client.schedules()] == ["nightly"]
         assert client.info(before.ref).status is cf.Status.SUCCEEDED
+
+
+def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elected(
+    db: Path,
+) -> None:
+    old = _older_release(db, 3)
+    assert old.migrate() == MIGRATIONS[:3]
+    before = run_one(old)
+    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 004_leaders are not applied"):
+        SQLiteStore(db).check_schema()
+    with pytest.raises(cf.SchemaNotReady):
+        cf.Client(SQLiteStore(db), leader_election=True).start()
+    new = SQLiteStore(db)
+    assert new.migrate() == ["004_leaders"]
+    with cf.Client(new, poll_interval=0.05, leader_election=True, node_id="n1") as client:
+        assert client.is_leader
+        assert client.info(before.ref).status is cf.Status.SUCCEEDED
+    ((node, term),) = raw(db, "SELECT node, term FROM cf_leaders WHERE role = 'scheduler'")
+    assert (node, term) == ("n1", 1)
+
+
+def test_drop_tables_drops_every_table(db: Path) -> None:
+    store = SQLiteStore(db, table_prefix="gone_")
+    store.migrate()
+    tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'gone%'"
+    assert sorted(name for (name,) in raw(db, tables)) == sorted(store.table_names())
+    assert "gone_leaders" in store.table_names()
+    store.drop_tables()
+    assert raw(db, tables) == []
 
 
 def test_migration_scripts_let_a_dba_migrate_by_hand(db: Path) -> None:
@@ -309,6 +342,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     plan = q.claim_plan(workflows=["w"], queues=None, now=0, limit=8, claimed=("s", 0, "n", 0))
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
+    by_role = "sqlite_autoindex_cf_leaders_1"
     statements = {
         "claim": (plan.update_returning, "cf_steps_ready"),
         "claim_runs": (q.claim_runs(["r1", "r2"]), by_run_id),
@@ -337,6 +371,10 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "prunable_ticks": ((q.prunable_ticks, (0, 100)), "cf_ticks_recorded"),
         "prunable_ticks, newest kept": ((q.prunable_ticks, (0, 100)), by_tick_key),
         "delete_ticks": (q.delete_ticks([("a", 1), ("b", 2)]), by_tick_key),
+        # Leadership (schema 4): every claim and resignation goes by the role's primary key.
+        "lock_leader": ((q.lock_leader, ("scheduler",)), by_role),
+        "hold_leader": ((q.hold_leader, ("n", 2, 1, "scheduler")), by_role),
+        "resign_leader": ((q.resign_leader, ("scheduler", "n")), by_role),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():

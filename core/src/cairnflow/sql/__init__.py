@@ -7,12 +7,12 @@ idempotency rule, migrations and their ledger — lives here once.
 
 :class:`SQLStore` is composed of parts, one module per kind of transition
 (``_enqueue``, ``_claims``, ``_leases``, ``_outcomes``, ``_reads``,
-``_schema``) over one transaction runner (``_transactions``). Every statement
-is a named template in ``_statements``, rendered once per store by
-:class:`Queries`; the rows the store reads are named types (:class:`RunRow`,
-:class:`StepRow`, :class:`ClaimedStep`, ...), never read by position. Enqueueing
-in the application's transaction asks the dialect for the connection, a
-savepoint and the in-transaction notification
+``_schema``, ``_schedules``, ``_leadership``) over one transaction runner
+(``_transactions``). Every statement is a named template in ``_statements``,
+rendered once per store by :class:`Queries`; the rows the store reads are named
+types (:class:`RunRow`, :class:`StepRow`, :class:`ClaimedStep`, ...), never read
+by position. Enqueueing in the application's transaction asks the dialect for
+the connection, a savepoint and the in-transaction notification
 (:meth:`Dialect.application_connection`, :meth:`Dialect.savepoint`,
 :meth:`Dialect.notify_in_transaction`). :func:`check_int` and
 :func:`check_seconds` check a driver's numeric options the way the core checks

@@ -135,6 +135,11 @@ class Queries:
         self.tick_history = r(s.TICK_HISTORY)
         self.prunable_ticks = r(s.PRUNABLE_TICKS)
         self._delete_ticks = r(s.DELETE_TICKS)
+        # -- leadership
+        self.lock_leader = r(s.LOCK_LEADER)
+        self.insert_leader = r(s.INSERT_LEADER)
+        self.hold_leader = r(s.HOLD_LEADER)
+        self.resign_leader = r(s.RESIGN_LEADER)
         # -- schema
         self.ledger_ddl = r(s.LEDGER_DDL)
         self.ledger = r(s.LEDGER)

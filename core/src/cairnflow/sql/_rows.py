@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .._models import ErrorInfo, StepKind, StepStatus
-from ..store import RunSummary, ScheduleRecord, StoredRun, StoredStep, TickOutcome, TickRecord
+from ..store import (
+    Leader,
+    RunSummary,
+    ScheduleRecord,
+    StoredRun,
+    StoredStep,
+    TickOutcome,
+    TickRecord,
+)
 
 __all__ = [
     "ClaimedRun",
@@ -29,6 +37,7 @@ __all__ = [
     "DueStep",
     "ExpiredStep",
     "FinishingStep",
+    "LeaderRow",
     "LeaseState",
     "LockedRun",
     "LockedSchedule",
@@ -453,3 +462,23 @@ class TickKey(NamedTuple):
         """Convert a ``prunable_ticks`` row."""
         schedule_id, at = row
         return _new(cls, (to_text(schedule_id), int(at)))
+
+
+# -- leadership ----------------------------------------------------------------------------
+class LeaderRow(NamedTuple):
+    """A role's lease as ``LEADER_COLUMNS`` reads it (``lock_leader``)."""
+
+    role: str
+    node: str
+    term: int
+    lease_until: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LeaderRow:
+        """Convert a row of ``LEADER_COLUMNS``."""
+        role, node, term, lease_until = row
+        return _new(cls, (to_text(role), to_text(node), int(term), int(lease_until)))
+
+    def record(self) -> Leader:
+        """The lease as the ``Leadership`` facet returns it (the fields have its names)."""
+        return Leader(**self._asdict())

@@ -81,11 +81,7 @@ class Schedules(Part):
                 self._execute(cur, q.get_schedule, (record.id,)).fetchone()
             ).record()
 
-        try:
-            return self._tx.run(work)
-        except UniqueViolation:
-            # Another node inserted it between this save's UPDATE and INSERT: now it updates.
-            return self._tx.run(work)
+        return self._tx.upsert(work)  # a node that loses a first save's race updates
 
     def remove_schedule(self, schedule_id: str) -> bool:
         """Delete the schedule's row (the lock a fire takes), then its ticks."""

@@ -158,7 +158,9 @@ class Schema(Part):
         with self._tx.connections.connection() as conn:
             cursor = conn.cursor()
             try:
-                for table in ("ticks", "schedules", "signals", "steps", "runs", "migrations"):
+                # Every table of TABLES (none forgotten when one is added), the newest
+                # first, and the ledger last.
+                for table in [t for t in reversed(TABLES) if t != "migrations"] + ["migrations"]:
                     self._dialect.begin_migration(cursor)
                     cursor.execute(f"DROP TABLE IF EXISTS {getattr(tables, table)}")
                     conn.commit()

@@ -3,8 +3,8 @@
 Templates, grouped by the transition that runs them, so a statement is found
 by its name and read as SQL. :class:`~cairnflow.sql.Queries` renders them once
 per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``,
-``{schedules}``, ``{ticks}`` and ``{migrations}`` become the namespace's quoted
-tables, ``{for_update}``,
+``{schedules}``, ``{ticks}``, ``{leaders}`` and ``{migrations}`` become the
+namespace's quoted tables, ``{for_update}``,
 ``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and
 the column lists below are filled in. What only a call knows is left in braces
 for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "LEADER_COLUMNS",
     "RUN_COLUMNS",
     "SCHEDULE_COLUMNS",
     "STEP_COLUMNS",
@@ -59,6 +60,8 @@ SCHEDULE_COLUMNS = (
 whether the run of its last fire is finished)."""
 TICK_COLUMNS = "schedule_id, at, outcome, reason, node, recorded_at, run_id"
 """A recorded tick (:class:`~cairnflow.sql._rows.TickRow`)."""
+LEADER_COLUMNS = "role, node, term, lease_until"
+"""A role's leadership lease (:class:`~cairnflow.sql._rows.LeaderRow`)."""
 
 
 def _aliased(alias: str, columns: str) -> str:
@@ -75,6 +78,7 @@ _FRAGMENTS = {
     "schedule_columns": SCHEDULE_COLUMNS,
     "schedule_columns_s": _aliased("s", SCHEDULE_COLUMNS),
     "tick_columns": TICK_COLUMNS,
+    "leader_columns": LEADER_COLUMNS,
     "unfinished": ", ".join(f"'{status}'" for status in UNFINISHED),
     # What a claim sets on each step it leases.
     "claimed_set": """
@@ -497,6 +501,22 @@ PRUNABLE_TICKS = """
 
 DELETE_TICKS = "DELETE FROM {ticks} WHERE {tick_keys}"
 """Delete ticks by primary key (``{tick_keys}``: one ``schedule_id = ? AND at = ?`` each)."""
+
+# -- leadership (a claim locks its role's row, then writes it; nothing ever deletes one) ------
+LOCK_LEADER = "SELECT {leader_columns} FROM {leaders} WHERE role = ?{for_update}"
+"""Lock a role's lease (every claim of the role queues here); read who holds it until when."""
+
+INSERT_LEADER = "INSERT INTO {leaders} ({leader_columns}) VALUES (?, ?, ?, ?)"
+"""The first claim of a role: its term 1. Of two first claimers, the primary key refuses one."""
+
+# One statement for a renewal (same node and term) and a takeover (a new node, term + 1):
+# the claim decides the values from the row it locked.
+HOLD_LEADER = "UPDATE {leaders} SET node = ?, term = ?, lease_until = ? WHERE role = ?"
+"""Write the locked role's holder, term and lease."""
+
+# lease_until 0 is before every lease_now: the next claim takes the role at once, term + 1.
+RESIGN_LEADER = "UPDATE {leaders} SET lease_until = 0 WHERE role = ? AND node = ?"
+"""End a node's lease of a role now (nothing, if another node holds it)."""
 
 # -- schema -----------------------------------------------------------------------------------
 LEDGER_DDL = (

@@ -21,7 +21,8 @@ hands the call to its part:
   ``reclaim_expired``;
 * :mod:`._outcomes`: ``finish*``, ``advance_due``, ``send_signal``, ``cancel_run``;
 * :mod:`._reads`: ``get_run``, ``list_runs``, ``database_now``;
-* :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...).
+* :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...);
+* :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -43,6 +44,7 @@ from ..store import (
     ClaimedAttempt,
     ClaimRequest,
     FinishResult,
+    Leader,
     NewRun,
     Outcome,
     ReclaimResult,
@@ -60,6 +62,7 @@ from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
 from ._errors import ErrorClassifier
+from ._leadership import Leadership
 from ._leases import Leases
 from ._migrations import Migration
 from ._outcomes import Outcomes
@@ -98,6 +101,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.PROGRESS,
         Cap.RUN_QUERY,
         *SCHEDULE_CAPABILITIES,
+        Cap.LEADER_ELECTION,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -166,6 +170,7 @@ class SQLStore:
         self._outcomes = Outcomes(context, claims=self._claims, leases=self._leases)
         self._reads = Reads(context)
         self._schedules = Schedules(context, enqueue=self._enqueue)
+        self._leadership = Leadership(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -374,6 +379,17 @@ class SQLStore:
     def prune_ticks(self, *, before: int, limit: int) -> int:
         """Delete old ticks by primary key, keeping each schedule's newest."""
         return self._schedules.prune_ticks(before=before, limit=limit)
+
+    # -- leadership --------------------------------------------------------------------------
+    def claim_leadership(self, role: str, node: str, *, lease_now: int, lease_until: int) -> Leader:
+        """Take or extend the lease of ``role`` for ``node`` (its row locked); return the holder."""
+        return self._leadership.claim_leadership(
+            role, node, lease_now=lease_now, lease_until=lease_until
+        )
+
+    def resign_leadership(self, role: str, node: str) -> None:
+        """End ``node``'s lease of ``role`` now, if it holds it."""
+        self._leadership.resign_leadership(role, node)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

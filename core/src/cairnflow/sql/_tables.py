@@ -16,7 +16,7 @@ __all__ = ["PREFIX_PATTERN", "SCHEMA_PATTERN", "TABLES", "Tables"]
 
 PREFIX_PATTERN = r"[a-z_][a-z0-9_]{0,47}"
 SCHEMA_PATTERN = r"[a-z_][a-z0-9_]{0,62}"
-TABLES = ("runs", "steps", "signals", "schedules", "ticks", "migrations")
+TABLES = ("runs", "steps", "signals", "schedules", "ticks", "leaders", "migrations")
 """Every table of the schema, without prefix."""
 
 
@@ -31,6 +31,7 @@ class Tables:
     signals: str
     schedules: str
     ticks: str
+    leaders: str
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -54,6 +55,7 @@ class Tables:
             signals=name("signals"),
             schedules=name("schedules"),
             ticks=name("ticks"),
+            leaders=name("leaders"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -62,7 +64,7 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{migrations}``: qualified, quoted table names; ``{p}``: the raw (validated)
+        ``{leaders}``, ``{migrations}``: qualified, quoted table names; ``{p}``: the raw (validated)
         prefix, for index names; ``{schema}``: the quoted schema and a dot, or nothing.
         """
         return {
@@ -71,6 +73,7 @@ class Tables:
             "signals": self.signals,
             "schedules": self.schedules,
             "ticks": self.ticks,
+            "leaders": self.leaders,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

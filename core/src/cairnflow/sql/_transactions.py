@@ -217,6 +217,18 @@ class Transactions:
                     close_quietly(cursor)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def upsert(self, work: Callable[[Cursor], T]) -> T:
+        """:meth:`run` ``work``, which inserts a row it did not find; once more if refused.
+
+        Two callers that find no row both insert it, and the unique index refuses
+        the second: the row is there now, so the second run finds it, and updates
+        or reads it like any caller that came later.
+        """
+        try:
+            return self.run(work)
+        except UniqueViolation:
+            return self.run(work)
+
     def in_application(self, conn: Any, work: Callable[[Cursor], T]) -> T:
         """Run ``work(cursor)`` on the application's connection ``conn``, in its transaction.
 
