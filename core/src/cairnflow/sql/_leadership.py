@@ -25,7 +25,7 @@ __all__ = ["Leadership"]
 
 
 class Leadership(Part):
-    """``claim_leadership``, ``resign_leadership``."""
+    """``claim_leadership``, ``read_leadership``, ``resign_leadership``."""
 
     def claim_leadership(self, role: str, node: str, *, lease_now: int, lease_until: int) -> Leader:
         """Take or extend the lease of ``role`` for ``node``; return who holds it now."""
@@ -44,6 +44,11 @@ class Leadership(Part):
             return leader
 
         return self._tx.upsert(work)  # a first claimer that loses the insert claims again
+
+    def read_leadership(self, role: str) -> Leader | None:
+        """The lease of ``role`` as it stands (read, not locked)."""
+        rows = self._tx.fetch(self._q.read_leader, (role,))
+        return LeaderRow.from_row(rows[0]).record() if rows else None
 
     def resign_leadership(self, role: str, node: str) -> None:
         """End ``node``'s lease of ``role`` now (a lease of 0), if it holds it."""

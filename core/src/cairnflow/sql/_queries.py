@@ -137,6 +137,7 @@ class Queries:
         self._delete_ticks = r(s.DELETE_TICKS)
         # -- leadership
         self.lock_leader = r(s.LOCK_LEADER)
+        self.read_leader = r(s.READ_LEADER)
         self.insert_leader = r(s.INSERT_LEADER)
         self.hold_leader = r(s.HOLD_LEADER)
         self.resign_leader = r(s.RESIGN_LEADER)

@@ -506,6 +506,9 @@ DELETE_TICKS = "DELETE FROM {ticks} WHERE {tick_keys}"
 LOCK_LEADER = "SELECT {leader_columns} FROM {leaders} WHERE role = ?{for_update}"
 """Lock a role's lease (every claim of the role queues here); read who holds it until when."""
 
+READ_LEADER = "SELECT {leader_columns} FROM {leaders} WHERE role = ?"
+"""Who holds (or last held) a role's lease, without locking it (an operator's look)."""
+
 INSERT_LEADER = "INSERT INTO {leaders} ({leader_columns}) VALUES (?, ?, ?, ?)"
 """The first claim of a role: its term 1. Of two first claimers, the primary key refuses one."""
 

@@ -387,6 +387,10 @@ class SQLStore:
             role, node, lease_now=lease_now, lease_until=lease_until
         )
 
+    def read_leadership(self, role: str) -> Leader | None:
+        """Who holds (or last held) the lease of ``role``."""
+        return self._leadership.read_leadership(role)
+
     def resign_leadership(self, role: str, node: str) -> None:
         """End ``node``'s lease of ``role`` now, if it holds it."""
         self._leadership.resign_leadership(role, node)
