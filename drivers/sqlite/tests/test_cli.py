@@ -99,6 +99,7 @@ def test_schedules_are_listed_paused_resumed_and_triggered(tmp_path: Path) -> No
     client.start()  # records the declared schedule
     client.stop()
     store.close()
+    assert "nightly" in cairn("schedules", url).stdout  # a bare URL lists
     listed = cairn("schedules", "list", url, "--json")
     assert listed.returncode == 0, listed.stderr
     (row,) = [json.loads(line) for line in listed.stdout.splitlines()]

@@ -361,6 +361,92 @@ class ScheduleTests:
             assert tick.run is not None
             assert client.wait(tick.run, timeout=TIMEOUT).labels[_LABEL] == "history"
 
+    @proves(Cap.CRON, requires=[Cap.SCHEDULE_HISTORY, Cap.NODE_IDENTITY])
+    def test_a_scheduler_node_fires_and_a_worker_node_runs_the_steps(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        clock = Fake(_START)
+        scheduler_store, worker_store = kit.peer_stores(2)
+        scheduler = kit.client(
+            _workflow("roles"),
+            store=scheduler_store,
+            clock=clock,
+            role="scheduler",
+            node_id="kit-scheduler",
+        )
+        worker = kit.client(
+            _workflow("roles"),
+            store=worker_store,
+            clock=clock,
+            role="worker",
+            node_id="kit-worker",
+        )
+        assert scheduler.is_leader  # no election: every client that fires leads
+        assert not worker.is_leader
+        for minute in range(1, 4):
+            clock.advance(60)
+            _wait_ticks(worker, "roles", minute)
+        ticks = worker.schedule_history(_WORKFLOW, "roles", limit=10)
+        assert {t.node for t in ticks} == {"kit-scheduler"}, "a worker-only node fired"
+        for tick in ticks:
+            assert tick.run is not None
+            info = worker.wait(tick.run, timeout=TIMEOUT)
+            assert info.status is cf.Status.SUCCEEDED, info.error
+            assert info.steps["tick"].node == "kit-worker", "a scheduler-only node ran a step"
+
+    @proves(Cap.SCHEDULE_HISTORY, requires=[Cap.CRON])
+    def test_old_ticks_are_pruned_and_each_schedules_newest_is_kept(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # At the SPI, on explicit times: ticks recorded before the cut go, but never a
+        # schedule's newest one, whatever its age.
+        kit = cairnflow_kit
+        store = StoreFacets.of(kit.store).schedules
+        assert store is not None
+        now = cf.clock.to_ns(_START)
+        ids = []
+        for name in ("pruned", "quiet"):
+            record = ScheduleRecord(
+                id=schedule_id(_WORKFLOW, name),
+                workflow=_WORKFLOW,
+                name=name,
+                spec="{}",
+                fingerprint="f",
+                next_fire=now,
+                created_at=now,
+                updated_at=now,
+            )
+            store.save_schedule(record)
+            ids.append(record.id)
+        pruned, quiet = ids
+
+        def tick(schedule: str, minute: int) -> TickRecord:
+            at = now + minute * 60 * _S
+            return TickRecord(schedule, at, TickOutcome.SKIPPED, "paused", "kit", at)
+
+        for minute in range(5):
+            assert (
+                store.fire_ticks(
+                    pruned, expected_next=None, next_fire=now, ticks=[tick(pruned, minute)], runs=[]
+                )
+                == []
+            )
+        assert (
+            store.fire_ticks(
+                quiet, expected_next=None, next_fire=now, ticks=[tick(quiet, 0)], runs=[]
+            )
+            == []
+        )
+        cut = now + 3 * 60 * _S  # minutes 0, 1, 2 are older
+        assert store.prune_ticks(before=cut, limit=100) == 3  # pruned's 0-2; not quiet's only
+        assert [t.at for t in store.schedule_history(pruned, 10)] == [
+            now + m * 60 * _S for m in (4, 3)
+        ]
+        assert [t.at for t in store.schedule_history(quiet, 10)] == [now]
+        assert store.prune_ticks(before=now + 60 * 60 * _S, limit=100) == 1  # pruned's 3
+        assert len(store.schedule_history(pruned, 10)) == 1
+
     @proves(Cap.LEADER_ELECTION)
     def test_a_leadership_lease_is_held_by_one_node_and_its_term_grows_on_handover(
         self, cairnflow_kit: Kit
@@ -502,7 +588,6 @@ class ScheduleTests:
             if worker.alive:
                 worker.stop()
         _assert_every_tick_once(reader, _fired(reader))
-
 
 
 def _fast_clock() -> tuple[float, int, int]:

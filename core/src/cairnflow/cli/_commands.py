@@ -297,9 +297,18 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
         console.print(f"result: {info.result!r}")
 
 
-@main.group()
+class _ListByDefault(click.Group):
+    """A group whose bare ``cairn schedules URL`` means ``cairn schedules list URL``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and "://" in args[0]:
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+@main.group(cls=_ListByDefault)
 def schedules() -> None:
-    """List schedules, pause and resume them, fire one now."""
+    """List schedules (``cairn schedules URL``), pause and resume them, fire one now."""
 
 
 @schedules.command("list")
