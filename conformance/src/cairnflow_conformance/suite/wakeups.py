@@ -90,3 +90,33 @@ class NotifyTests:
             wait_until(woken.is_set, timeout=TIMEOUT, what="the wake-up of our own namespace")
         finally:
             stop()
+
+    @proves(Cap.NOTIFY)
+    def test_notify_returns_at_once_even_when_its_transport_is_gone(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # The engine calls notify() right after an enqueue and from the committer, so it
+        # must never block or raise there: a notifier hands slow I/O to a thread of its
+        # own and drops what it cannot send. Here its store is closed: nothing answers.
+        kit = cairnflow_kit
+        store = kit.open_store()
+        notifier = store.default_notifier()
+        assert notifier is not None, "a store declaring NOTIFY must offer a notifier"
+        channel = store.channel
+        kit.close_store(store)
+        returned = threading.Event()
+        problems: list[BaseException] = []
+
+        def notify_many() -> None:
+            try:
+                for _ in range(100):
+                    notifier.notify(channel)
+            except BaseException as error:  # noqa: BLE001 - reported below
+                problems.append(error)
+            finally:
+                returned.set()
+
+        threading.Thread(target=notify_many, daemon=True).start()
+        # A liveness check with the kit's generous timeout, not a speed assertion.
+        assert returned.wait(TIMEOUT), "notify() blocked its caller with no transport"
+        assert not problems, f"notify() raised: {problems[0]!r}"
