@@ -25,6 +25,7 @@ from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass, de
 
 __all__ = ["Pg8000Dialect", "advisory_key", "classify"]
 
+
 def classify(error: BaseException) -> ErrorClass:
     """The layer's classifier, plus pg8000's network errors (no SQLSTATE: the session is gone)."""
     if isinstance(error, pg8000.dbapi.InterfaceError):
