@@ -12,11 +12,11 @@ import pytest
 
 import cairnflow as cf
 from cairnflow import Cap
-from cairnflow.store import ClaimRequest, Store, Succeeded
+from cairnflow.store import Succeeded
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT, diamond
+from ._shared import TIMEOUT, claim_all, diamond
 
 __all__ = ["ClosureTests", "NodeIdentityTests", "ResultTests", "RunQueryTests"]
 
@@ -56,18 +56,15 @@ class ResultTests:
         wf.step(lambda c, d: d, name="join", after=["a", "b"])
         client = cairnflow_kit.client(wf, start=False)
         ref = client.enqueue("kit-join-spi")
-        parents = _claim_by_step(store, "kit-join-spi")
+        parents = {a.step: a.token for a in claim_all(store, "kit-join-spi")}
         assert set(parents) == {"a", "b"}
         first = store.finish(parents["a"], Succeeded(b'"from a"'), time.time_ns())
         assert (first.applied, first.ready) == (True, 0), first
         assert cairnflow_kit.stored_step(ref, "join").status is cf.StepStatus.BLOCKED
-        assert _claim_by_step(store, "kit-join-spi") == {}, "the join was released early"
+        assert claim_all(store, "kit-join-spi") == [], "the join was released early"
         last = store.finish(parents["b"], Succeeded(b'"from b"'), time.time_ns())
         assert (last.applied, last.ready) == (True, 1), last
-        now = time.time_ns()
-        (join,) = store.claim(
-            ClaimRequest(frozenset({"kit-join-spi"}), 5, now, now + 60 * 10**9, "kit-node")
-        )
+        (join,) = claim_all(store, "kit-join-spi")
         assert (join.step, join.inputs) == ("join", {"a": b'"from a"', "b": b'"from b"'})
 
     @proves(Cap.RESULT)
@@ -116,13 +113,6 @@ class ResultTests:
         assert info.error is not None
         assert info.error.traceback is not None
         assert "1 / 0" in info.error.traceback
-
-
-def _claim_by_step(store: Store, workflow: str) -> dict[str, str]:
-    """Claim every ready step of ``workflow`` (one run): step name -> lease token."""
-    now = time.time_ns()
-    request = ClaimRequest(frozenset({workflow}), 10, now, now + 60 * 10**9, "kit-node")
-    return {attempt.step: attempt.token for attempt in store.claim(request)}
 
 
 class RunQueryTests:
