@@ -344,6 +344,53 @@ def w5_footprint(engine: Engine, *, queued: int, idle_seconds: float) -> dict[st
     return result
 
 
+# -- W6 ----------------------------------------------------------------------------------------------
+def _due_pass_ms(store: Any, samples: int = 50) -> float:
+    """The median time of the store call a dispatcher pass makes for schedules, in ms."""
+    names = frozenset({"noop"})
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        store.due_schedules(now=time.time_ns(), workflows=names, limit=100)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def w6_schedules(engine: Engine, *, stored: int, idle_seconds: float) -> dict[str, Any]:
+    """What stored schedules cost: one pass's schedule query with none and with ``stored``, and
+    the statements per second of 16 idle workers with 1,000 schedules stored."""
+    result: dict[str, Any] = {"stored": stored}
+    # A yearly cron: stored, never due while the bench runs.
+    yearly = "0 0 1 1 *"
+    with namespace(engine) as (prefix, store):
+        result["pass_ms_empty"] = _due_pass_ms(store)
+        client = cf.Client(store)
+        client.register(_apps.noop())
+        for n in range(stored):
+            client.add_schedule("noop", cf.Schedule(f"s{n}", yearly))
+        result["pass_ms_stored"] = _due_pass_ms(store)
+        result["pass_ms_added"] = result["pass_ms_stored"] - result["pass_ms_empty"]
+    with namespace(engine) as (prefix, store):
+        client = cf.Client(store)
+        client.register(_apps.noop())
+        for n in range(1000):
+            client.add_schedule("noop", cf.Schedule(f"s{n}", yearly))
+        with client_processes(
+            engine,
+            prefix,
+            1,
+            workers=16,
+            poll=1.0,
+            workflows=["noop"],
+            measure_idle=True,
+            seconds=idle_seconds,
+        ) as procs:
+            assert procs[0].stdout is not None
+            counts = json.loads(procs[0].stdout.readline())
+        result["idle_statements_per_s_1000_schedules"] = counts["statements"] / idle_seconds
+    return result
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
     import platform

@@ -33,6 +33,7 @@ FULL = {
     "w3": 2000,
     "w4": 200,
     "w5": 100000,
+    "w6": 10000,
     "idle": 10.0,
 }
 QUICK = {
@@ -42,6 +43,7 @@ QUICK = {
     "w3": 100,
     "w4": 30,
     "w5": 5000,
+    "w6": 1000,
     "idle": 3.0,
 }
 TARGETS = {
@@ -93,6 +95,8 @@ def run_engine(
         base["bytes_per_queued_row"], 1.0
     )
     emit({"engine": engine.name, "workload": "W5 footprint", **w5}, out)
+    w6 = _workloads.w6_schedules(engine, stored=sizes["w6"], idle_seconds=sizes["idle"])
+    emit({"engine": engine.name, "workload": "W6 schedules", **w6}, out)
 
 
 def table(records: list[dict[str, Any]]) -> Table:
@@ -159,6 +163,15 @@ def table(records: list[dict[str, Any]]) -> Table:
                 f"RSS {r['worker_rss_mb_empty']:.1f} -> {r['worker_rss_mb_backlog']:.1f} MB; "
                 f"{r['bytes_per_queued_run']:.0f} B/run ({r['bytes_ratio_to_baseline']:.1f}x)",
                 f"{r['idle_statements_per_s']:.1f} statements/s idle (16 workers)",
+            )
+        elif name.startswith("W6"):
+            view.add_row(
+                engine,
+                name,
+                f"a pass's schedule query {r['pass_ms_empty']:.2f} -> "
+                f"{r['pass_ms_stored']:.2f} ms with {r['stored']} stored",
+                f"{r['idle_statements_per_s_1000_schedules']:.1f} statements/s idle "
+                f"(16 workers, 1,000 schedules)",
             )
         elif name == "skipped":
             view.add_row(engine, "skipped", r["reason"], "")

@@ -85,6 +85,7 @@ def test_every_client_api_of_an_optional_capability_has_a_refusal_check() -> Non
         Cap.TICK_EVENTS,
         Cap.SCHEDULE_LIST,
         Cap.SCHEDULE_HISTORY,
+        Cap.LEADER_ELECTION,
     }
     assert with_client_api <= set(refusing_tests())
     signal_checks = {r.id for r in REFUSALS if r.cap is Cap.SIGNAL}

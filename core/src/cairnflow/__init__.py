@@ -19,7 +19,15 @@
 
 from . import clock
 from ._caps import Cap
-from ._engine import Client, RunList, RunOverview, ScheduleInfo, ScheduleNotFound, TickEvent
+from ._engine import (
+    Client,
+    Elector,
+    RunList,
+    RunOverview,
+    ScheduleInfo,
+    ScheduleNotFound,
+    TickEvent,
+)
 from ._errors import (
     Abandoned,
     CairnError,
@@ -67,6 +75,7 @@ __all__ = [
     "Codec",
     "DriverError",
     "DuplicateRun",
+    "Elector",
     "ErrorInfo",
     "InvalidName",
     "JSONCodec",

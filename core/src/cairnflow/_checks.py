@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["seconds", "whole"]
+__all__ = ["check_int", "check_seconds"]
 
 
-def whole(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
+def check_int(
+    name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """``value`` if it is an int (not a bool) within ``[minimum, maximum]``; else ValueError."""
     if (
         isinstance(value, bool)
@@ -32,7 +34,7 @@ def whole(name: str, value: Any, *, minimum: int | None = None, maximum: int | N
     return value
 
 
-def seconds(name: str, value: Any, *, zero: bool = False) -> float:
+def check_seconds(name: str, value: Any, *, zero: bool = False) -> float:
     """``value`` as float seconds if it is a finite number > 0 (>= 0 with ``zero``)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")

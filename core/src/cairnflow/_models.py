@@ -107,7 +107,15 @@ class RunRef:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One run to enqueue, for :meth:`Client.enqueue_many`."""
+    """One run to enqueue, as an application says it (:meth:`Client.enqueue_many`).
+
+    The workflow's name, the payload as a Python value, a delay relative to
+    now. The client *prepares* it for the store as a
+    :class:`cairnflow.store.NewRun`: payload encoded, steps, queue and priority
+    resolved from the workflow, times made absolute. Two stages of one request,
+    as ``requests`` has a ``Request`` and its ``PreparedRequest``; the store never
+    sees a ``Job``, and an application never builds a ``NewRun``.
+    """
 
     workflow: str
     payload: Any = None

@@ -32,9 +32,21 @@ DEFAULT_BLOCKED = frozenset(
         "cancel_run",
         "get_run",
         "list_runs",
+        "create_runs_in",
+        "database_now",
+        "save_schedule",
+        "remove_schedule",
+        "list_schedules",
+        "due_schedules",
+        "fire_ticks",
+        "set_schedule_paused",
+        "schedule_history",
+        "prune_ticks",
+        "claim_leadership",
+        "resign_leadership",
     }
 )
-"""Every Store SPI operation that talks to the database."""
+"""Every Store SPI operation that talks to the database, the facets' included."""
 
 
 class Partition:

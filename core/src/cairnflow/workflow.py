@@ -18,11 +18,11 @@ defined (names, parents, cycles), so a broken DAG never reaches a store::
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._caps import Cap
+from ._checks import check_int, check_seconds
 from ._models import StepKind
 from ._names import check_name
 from .retry import RetryPolicy
@@ -50,14 +50,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _check_seconds(what: str, value: float | None, *, allow_zero: bool = False) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number of seconds, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        limit = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{what} must be {limit} seconds, got {value!r}")
-    return float(value)
+    return None if value is None else check_seconds(what, value, zero=allow_zero)
 
 
 class Step:
@@ -179,9 +172,7 @@ class Workflow:
             raise TypeError(f"workflow {name!r}: retry must be a RetryPolicy, got {retry!r}")
         self.retry = retry or RetryPolicy()
         self.timeout = _check_seconds(f"timeout of workflow {name!r}", timeout)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"workflow {name!r}: priority must be an int, got {priority!r}")
-        self.priority = priority
+        self.priority = check_int(f"the priority of workflow {name!r}", priority)
         self.description = description
         self._steps: dict[str, Step] = {}
         self._by_fn: dict[int, str] = {}

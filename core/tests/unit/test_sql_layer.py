@@ -27,6 +27,7 @@ from cairnflow.sql import (
     load_migrations,
     split_statements,
 )
+from cairnflow.sql._rows import ScheduleRow, TickRow
 
 
 def test_split_statements_respects_quotes_and_comments() -> None:
@@ -200,10 +201,13 @@ def test_the_default_classifier_reads_the_sqlstate_of_every_common_postgres_driv
         (_statements.STEP_COLUMNS, StepRow),
         (_statements.CLAIMED_COLUMNS, ClaimedStep),
         (_statements.CLAIM_RUN_COLUMNS, ClaimedRun),
+        (_statements.SCHEDULE_COLUMNS, ScheduleRow),
+        (_statements.TICK_COLUMNS, TickRow),
     ],
 )
 def test_each_column_list_is_its_row_types_fields(columns: str, row: type[Any]) -> None:
-    fields = [f for f in row._fields if f != "run"]  # a claimed step's run is not a column
+    # Not columns: a claimed step's run, and whether a schedule's last run is finished.
+    fields = [f for f in row._fields if f not in ("run", "last_run_finished")]
     assert [c.strip() for c in columns.split(",")] == fields
 
 

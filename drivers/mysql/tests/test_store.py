@@ -24,7 +24,7 @@ from cairnflow_mysql import _store as store_module
 
 Server = Any  # conftest.Server: the server under test and raw connections to it
 
-MIGRATIONS = ["001_runs", "002_steps", "003_signals"]
+MIGRATIONS = ["001_runs", "002_steps", "003_signals", "004_schedules", "005_ticks"]
 
 
 def simple() -> cf.Workflow:
@@ -75,6 +75,20 @@ def test_open_store_by_url_with_either_scheme(server: Server, prefix: str) -> No
             assert store._connections.max_size == 3  # type: ignore[attr-defined]
         finally:
             store.close()
+
+
+def test_opening_a_store_fails_at_once_with_the_servers_reason(server: Server) -> None:
+    # Loopback only: a closed port on 127.0.0.1, and the test server with a user and a
+    # database that do not exist.
+    parts = parse_url(server.url)
+    with pytest.raises(cf.Unavailable, match="Connection refused") as refused:
+        cf.open_store("mysql://root@127.0.0.1:1/test").migrate()
+    assert refused.value.__cause__ is not None
+    with pytest.raises(cf.StoreOpenError, match="Access denied for user 'cairnflow_nosuch'"):
+        cf.open_store(f"mysql://cairnflow_nosuch@{parts.host}:{parts.port}/test").migrate()
+    user = server.url.split("://", 1)[1].split("@", 1)[0]
+    with pytest.raises(cf.StoreOpenError, match="Unknown database 'cairnflow_nosuchdb'"):
+        cf.open_store(f"mysql://{user}@{parts.host}:{parts.port}/cairnflow_nosuchdb").migrate()
 
 
 def test_the_real_server_is_accepted_and_recognised(server: Server, prefix: str) -> None:
@@ -185,7 +199,7 @@ def test_migrate_is_idempotent_and_recorded(server: Server, prefix: str) -> None
         assert store.migrate() == MIGRATIONS
         assert store.migrate() == []
         rows = server.query(f"SELECT version, name, LENGTH(checksum) FROM `{prefix}migrations`")
-        assert rows == [(1, "runs", 64), (2, "steps", 64), (3, "signals", 64)]
+        assert rows == [(n + 1, label[4:], 64) for n, label in enumerate(MIGRATIONS)]
         store.check_schema()
     finally:
         store.close()
@@ -208,11 +222,29 @@ def test_a_migrator_that_died_after_the_ddl_does_not_wedge_the_next(
     server.query(f"DELETE FROM `{prefix}migrations` WHERE version >= 2")
     again = MySQLStore(server.url, table_prefix=prefix)
     try:
-        assert again.migrate() == ["002_steps", "003_signals"]
+        assert again.migrate() == MIGRATIONS[1:]
         again.check_schema()
         assert run_one(again).status is cf.Status.SUCCEEDED
     finally:
         again.close()
+
+
+def test_a_namespace_before_schedules_is_refused_until_migrated(
+    server: Server, prefix: str
+) -> None:
+    old = MySQLStore(server.url, table_prefix=prefix)
+    old.migrations = old.migrations[:3]  # the release before schedules
+    new = MySQLStore(server.url, table_prefix=prefix)
+    try:
+        assert old.migrate() == MIGRATIONS[:3]
+        with pytest.raises(cf.SchemaNotReady, match=r"004_schedules, 005_ticks are not applied"):
+            new.check_schema()
+        assert new.migrate() == MIGRATIONS[3:]
+        new.check_schema()
+        assert new.list_schedules() == []
+    finally:
+        old.close()
+        new.close()
 
 
 def test_an_applied_migration_that_changed_is_refused(
@@ -230,7 +262,7 @@ def test_a_newer_schema_and_a_missing_table_are_named(
     with pytest.raises(cf.SchemaNotReady, match=f"table {prefix}signals is not readable"):
         store.check_schema()
     server.query(f"INSERT INTO `{prefix}migrations` VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 3"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 5"):
         store.check_schema()
 
 

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -154,3 +155,17 @@ def _noop() -> cf.Workflow:
     wf = cf.Workflow("noop")
     wf.step(lambda ctx, d: "done", name="only")
     return wf
+
+
+def test_opening_a_store_fails_at_once_with_the_servers_reason(postgres_url: str) -> None:
+    # Loopback only: a closed port on 127.0.0.1, and the test server with a role and a
+    # database that do not exist. None waits for the pool's timeout (30 s by default).
+    base = urlsplit(postgres_url)
+    host, port = base.hostname or "127.0.0.1", base.port or 5432
+    with pytest.raises(cf.Unavailable, match="Connection refused") as refused:
+        cf.open_store("postgresql://postgres@127.0.0.1:1/test")
+    assert refused.value.__cause__ is not None
+    with pytest.raises(cf.StoreOpenError, match='role "cairnflow_nosuchrole" does not exist'):
+        cf.open_store(f"postgresql://cairnflow_nosuchrole@{host}:{port}/test")
+    with pytest.raises(cf.StoreOpenError, match='database "cairnflow_nosuchdb" does not exist'):
+        cf.open_store(f"postgresql://{base.username}@{host}:{port}/cairnflow_nosuchdb")

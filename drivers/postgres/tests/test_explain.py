@@ -3,7 +3,9 @@
 The plans are the server's own (``EXPLAIN (FORMAT JSON)`` with the values
 inlined, as the engine's statements are planned), after ``ANALYZE``. Finished
 runs and steps are in no partial index, so the claim, the reclaimer and the
-due-work scan read only the few hot rows whatever the history holds.
+due-work scan read only the few hot rows whatever the history holds. Beside
+them, 5,000 schedules of 100 workflows and 200k recorded ticks: a pass reads its
+own workflows' due schedules, pruning the oldest ticks in order.
 """
 
 from __future__ import annotations
@@ -91,7 +93,27 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 FROM generate_series(1, 2000) AS g""",
                 {"now": NOW},
             )
-        for table in (t.runs, t.steps, t.signals):
+            # 5,000 schedules of 100 workflows, a few of them due; 40 recorded ticks each.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.schedules} (id, workflow, name, spec, fingerprint, next_fire,
+                    paused, last_fire, last_run_id, created_at, updated_at)
+                SELECT 'sch_' || g, 'w' || (g %% 100), 's' || g, '{{}}', 'f',
+                    CASE WHEN g %% 500 = 0 THEN %(now)s - g ELSE %(now)s + g * 60000000000 END,
+                    FALSE, %(now)s - 60000000000, 'run_' || g, %(now)s, %(now)s
+                FROM generate_series(1, 5000) AS g""",
+                {"now": NOW},
+            )
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.ticks} (schedule_id, at, outcome, reason, node, recorded_at,
+                    run_id)
+                SELECT 'sch_' || g, %(now)s - k * 60000000000, 'fired', 'due', 'node',
+                    %(now)s - k * 60000000000, 'run_' || g
+                FROM generate_series(1, 5000) AS g CROSS JOIN generate_series(1, 40) AS k""",
+                {"now": NOW},
+            )
+        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks):
             admin_conn.execute(f"ANALYZE {table}")
         yield store
     finally:
@@ -165,6 +187,19 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         ),
         "step_counts": q.step_counts([hot_run, f"run_{FINISHED - 3}"]),
         "holder_of_key": q.holder_of_key("w0", [f"k{FINISHED + 5}"]),
+        # Schedules: a pass, a fire (its schedule locked by id), reads, pruning.
+        "due_schedules": q.due_schedules(NOW, workflows, 100),
+        "list_schedules": q.list_schedules(["w3"]),
+        "get_schedule": (q.get_schedule, ("sch_7",)),
+        "update_schedule": (q.update_schedule, ("f", NOW, "{}", "f", NOW, "sch_7")),
+        "lock_schedule": (q.lock_schedule, ("sch_7",)),
+        "fired": (q.fired, (NOW, NOW, hot_run, "sch_7")),
+        "pause_schedule": (q.pause_schedule, (True, None, NOW, "sch_7")),
+        "delete_schedule": (q.delete_schedule, ("sch_7",)),
+        "delete_ticks_of": (q.delete_ticks_of, ("sch_7",)),
+        "tick_history": (q.tick_history, ("sch_7", 20)),
+        "prunable_ticks": (q.prunable_ticks, (NOW - 38 * 60 * 10**9, 1000)),
+        "delete_ticks": q.delete_ticks([("sch_7", NOW - 60 * 10**9), ("sch_8", NOW)]),
     }
     return statements
 
@@ -183,7 +218,9 @@ def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statem
 def test_no_hot_path_query_scans_a_whole_table(
     history: PostgresStore, admin_conn: psycopg.Connection[Any]
 ) -> None:
-    tables = {history.tables.unqualified(t) for t in ("runs", "steps", "signals")}
+    tables = {
+        history.tables.unqualified(t) for t in ("runs", "steps", "signals", "schedules", "ticks")
+    }
     scans: dict[str, list[str]] = {}
     indexes: dict[str, set[str]] = {}
     for name, statement in _statements(history).items():
@@ -200,6 +237,10 @@ def test_no_hot_path_query_scans_a_whole_table(
     assert f"{prefix}steps_running" in indexes["expired (reclaimer)"]
     assert f"{prefix}steps_due" in indexes["due (sleeps and waits)"]
     assert f"{prefix}runs_active_key" in indexes["holder_of_key"]
+    # A pass reads its own workflows' due schedules; pruning picks the oldest ticks in order.
+    assert f"{prefix}schedules_due" in indexes["due_schedules"]
+    assert f"{prefix}ticks_recorded" in indexes["prunable_ticks"]
+    assert f"{prefix}ticks_pkey" in indexes["tick_history"]
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

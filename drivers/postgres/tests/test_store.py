@@ -109,14 +109,14 @@ def test_an_unknown_schema_is_not_ready_until_migrate_creates_it(
     store = make_store(schema=schema, migrate=False)
     with pytest.raises(cf.SchemaNotReady):
         store.check_schema()
-    assert store.migrate() == ["001_init"]
+    assert store.migrate() == ["001_init", "002_schedules"]
     rows = admin_conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
         (schema,),
     ).fetchall()
     prefix = store.tables.prefix
     assert [r[0] for r in rows] == sorted(
-        f"{prefix}{t}" for t in ("migrations", "runs", "signals", "steps")
+        f"{prefix}{t}" for t in ("migrations", "runs", "schedules", "signals", "steps", "ticks")
     )
     store.check_schema()
     assert run_one(make_client, store).status is cf.Status.SUCCEEDED
@@ -132,19 +132,31 @@ def test_an_existing_schema_is_used_as_it_is(
     row = admin_conn.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (schema,)
     ).fetchone()
-    assert row == (4,)
+    assert row == (6,)
 
 
 def test_migrate_is_idempotent_and_recorded(
     make_store: StoreFactory, admin_conn: psycopg.Connection[Any]
 ) -> None:
     store = make_store(migrate=False)
-    assert store.migrate() == ["001_init"]
+    assert store.migrate() == ["001_init", "002_schedules"]
     assert store.migrate() == []
     rows = admin_conn.execute(
         f"SELECT version, name, length(checksum) FROM {store.tables.migrations}"
     ).fetchall()
-    assert rows == [(1, "init", 64)]
+    assert rows == [(1, "init", 64), (2, "schedules", 64)]
+
+
+def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFactory) -> None:
+    old = make_store(migrate=False)
+    old.migrations = old.migrations[:1]  # the release before schedules
+    assert old.migrate() == ["001_init"]
+    new = make_store(prefix=old.tables.prefix, migrate=False)
+    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 002_schedules are not applied"):
+        new.check_schema()
+    assert new.migrate() == ["002_schedules"]
+    new.check_schema()
+    assert new.list_schedules() == []
 
 
 def test_a_newer_schema_and_a_changed_migration_are_refused(
@@ -153,7 +165,7 @@ def test_a_newer_schema_and_a_changed_migration_are_refused(
     store = make_store()
     table = store.tables.migrations
     admin_conn.execute(f"INSERT INTO {table} VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 1"):
+    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 2"):
         store.check_schema()
     admin_conn.execute(f"DELETE FROM {table} WHERE version = 99")
     admin_conn.execute(f"UPDATE {table} SET checksum = 'tampered' WHERE version = 1")
@@ -214,9 +226,10 @@ def test_eight_processes_migrating_at_once_apply_each_version_once(
         outputs = [process.communicate(timeout=60) for process in processes]
         assert [p.returncode for p in processes] == [0] * 8, [e.decode() for _, e in outputs]
         applied = sorted(out.decode().strip() for out, _ in outputs)
-        assert applied == ["-"] * 7 + ["001_init"]  # exactly one process applied it
+        # exactly one process applied them
+        assert applied == ["-"] * 7 + ["001_init,002_schedules"]
         rows = admin_conn.execute(f'SELECT version FROM "{schema}"."{prefix}migrations"')
-        assert rows.fetchall() == [(1,)]
+        assert rows.fetchall() == [(1,), (2,)]
     finally:
         drop_namespace(admin_conn, prefix, schema)
 
@@ -396,13 +409,14 @@ def test_a_failing_migration_file_leaves_nothing_and_frees_the_lock(
 
     store = make_store(migrate=False)
     prefix = store.tables.prefix
-    broken = Migration(2, "broken", 'CREATE TABLE "{p}half" (a INT);\nSELECT 1 / 0;\n')
+    broken = Migration(3, "broken", 'CREATE TABLE "{p}half" (a INT);\nSELECT 1 / 0;\n')
     store.migrations = (*store.migrations, broken)
     with pytest.raises(psycopg.errors.DivisionByZero):
         store.migrate()
-    # 001 committed in its own transaction; 002 rolled back whole, its table included.
+    # 001 and 002 committed, each in its own transaction; 003 rolled back whole, its table
+    # included.
     rows = admin_conn.execute(f"SELECT version FROM {store.tables.migrations}").fetchall()
-    assert rows == [(1,)]
+    assert rows == [(1,), (2,)]
     exists = admin_conn.execute("SELECT to_regclass(%s)", (f'"{prefix}half"',)).fetchone()
     assert exists == (None,)
     # The advisory lock was released: a second migrator is not kept waiting.
@@ -430,6 +444,6 @@ def test_the_command_line_migrates_and_prints_the_sql(
         tables = admin_conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
         ).fetchone()
-        assert tables == (4,)
+        assert tables == (6,)
     finally:
         drop_namespace(admin_conn, prefix, schema)

@@ -77,7 +77,14 @@ def test_tables_are_quoted_and_qualified() -> None:
     try:
         assert store.tables.runs == '"jobs"."app_runs"'
         assert store.tables.steps == '"jobs"."app_steps"'
-        assert store.table_names() == ["app_runs", "app_steps", "app_signals", "app_migrations"]
+        assert store.table_names() == [
+            "app_runs",
+            "app_steps",
+            "app_signals",
+            "app_schedules",
+            "app_ticks",
+            "app_migrations",
+        ]
     finally:
         store.close()
 

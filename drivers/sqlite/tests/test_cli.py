@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,9 @@ import cairnflow as cf
 FLOWS = """
 import cairnflow as cf
 
-workflows = [cf.Workflow("cli-echo", steps=[cf.Step("echo", lambda ctx, data: data)])]
+echo = cf.Workflow("cli-echo", steps=[cf.Step("echo", lambda ctx, data: data)])
+echo.schedule("nightly", cron="30 2 * * *", tz="Europe/Berlin", payload={"kind": "full"})
+workflows = [echo]
 """
 
 
@@ -82,3 +85,42 @@ def test_the_worker_imports_its_app_from_the_current_directory_and_names_its_tab
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)
     assert worker.returncode == 0
+
+
+def test_schedules_are_listed_paused_resumed_and_triggered(tmp_path: Path) -> None:
+    (tmp_path / "flows.py").write_text(textwrap.dedent(FLOWS))
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    store = cf.open_store(url)
+    client = cf.Client(store)
+    namespace: dict[str, object] = {}
+    exec(textwrap.dedent(FLOWS), namespace)  # the same declaration the worker would load
+    client.register(*namespace["workflows"])  # type: ignore[misc]
+    client.start()  # records the declared schedule
+    client.stop()
+    store.close()
+    listed = cairn("schedules", "list", url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (row["workflow"], row["name"], row["tz"], row["paused"]) == (
+        "cli-echo",
+        "nightly",
+        "Europe/Berlin",
+        False,
+    )
+    assert cairn("schedules", "pause", url, "cli-echo", "nightly").returncode == 0
+    (row,) = [
+        json.loads(line) for line in cairn("schedules", "list", url, "--json").stdout.splitlines()
+    ]
+    assert row["paused"] is True
+    assert cairn("schedules", "resume", url, "cli-echo", "nightly").returncode == 0
+    fired = cairn(
+        "schedules", "trigger", url, "cli-echo", "nightly", "--app", "flows:workflows", cwd=tmp_path
+    )
+    assert fired.returncode == 0, fired.stdout + fired.stderr
+    run_id = fired.stdout.strip()
+    shown = cairn("show", url, run_id)
+    assert shown.returncode == 0 and "cli-echo" in shown.stdout
+    missing = cairn("schedules", "pause", url, "cli-echo", "weekly")
+    assert missing.returncode == 1
+    assert "no stored schedule named 'weekly'" in missing.stdout + missing.stderr

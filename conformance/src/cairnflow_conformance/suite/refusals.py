@@ -138,6 +138,11 @@ REFUSALS: tuple[Refusal, ...] = (
         Cap.SCHEDULE_HISTORY, "schedule-history", lambda k: _idle(k).schedule_history("w", "s")
     ),
     Refusal(Cap.TICK_EVENTS, "on-tick", lambda k: cf.Client(k.store, on_tick=print)),
+    Refusal(
+        Cap.LEADER_ELECTION,
+        "leader-election",
+        lambda k: cf.Client(k.store, leader_election=True),
+    ),
 )
 """Every client API whose capability a store may leave out."""
 

@@ -1,5 +1,5 @@
 """Schedules: one fire per tick across clients (CRON), the policies, pause, trigger, when,
-windows, tick events, listing and history.
+windows, tick events, listing and history; leader election (LEADER_ELECTION).
 
 Every test drives the scheduling clock by hand (:class:`cairnflow.clock.Fake`,
 shared by the clients of a test), so a tick falls due exactly when the test
@@ -176,18 +176,17 @@ class ScheduleTests:
         client = kit.client(wf, clock=clock)
         # The 10:10 tick is on time (30 s late) and fires under every policy.
         assert len(_wait_runs(client, "skip", 1)) == 1
-        assert _wait_ticks(client, "skip", 10) == [("misfired", "missed")] * 9 + [
-            ("fired", "due")
-        ]
+        assert _wait_ticks(client, "skip", 10) == [("misfired", "missed")] * 9 + [("fired", "due")]
         assert len(_wait_runs(client, "once", 2)) == 2  # 10:09 for the missed ones, 10:10
         assert _wait_ticks(client, "once", 10) == [("misfired", "coalesced")] * 8 + [
             ("fired", "late"),
             ("fired", "due"),
         ]
         assert len(_wait_runs(client, "catch-up", 5)) == 5  # 10:06 to 10:10
-        assert _wait_ticks(client, "catch-up", 10) == [("misfired", "missed")] * 5 + [
-            ("fired", "due")
-        ] * 5
+        assert (
+            _wait_ticks(client, "catch-up", 10)
+            == [("misfired", "missed")] * 5 + [("fired", "due")] * 5
+        )
 
     @proves(Cap.OVERLAP_SKIP, requires=[Cap.CRON, Cap.RUN_QUERY, Cap.SCHEDULE_HISTORY])
     def test_overlap_skip_skips_a_tick_while_the_previous_run_is_unfinished(
@@ -355,3 +354,81 @@ class ScheduleTests:
         for tick in ticks:
             assert tick.run is not None
             assert client.wait(tick.run, timeout=TIMEOUT).labels[_LABEL] == "history"
+
+    @proves(Cap.LEADER_ELECTION)
+    def test_a_leadership_lease_is_held_by_one_node_and_its_term_grows_on_handover(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # At the SPI, on explicit lease-clock times.
+        first, second = (StoreFacets.of(s).leadership for s in cairnflow_kit.peer_stores(2))
+        assert first is not None
+        assert second is not None
+        role, now = "kit-role", cf.clock.to_ns(_START)
+        held = first.claim_leadership(role, "kit-a", lease_now=now, lease_until=now + 10 * _S)
+        assert (held.node, held.term) == ("kit-a", 1)
+        other = second.claim_leadership(
+            role, "kit-b", lease_now=now + _S, lease_until=now + 11 * _S
+        )
+        assert (other.node, other.term) == ("kit-a", 1), "two nodes held one unexpired lease"
+        renewed = first.claim_leadership(
+            role, "kit-a", lease_now=now + 2 * _S, lease_until=now + 20 * _S
+        )
+        assert (renewed.node, renewed.term, renewed.lease_until) == ("kit-a", 1, now + 20 * _S)
+        taken = second.claim_leadership(
+            role, "kit-b", lease_now=now + 21 * _S, lease_until=now + 31 * _S
+        )
+        assert (taken.node, taken.term) == ("kit-b", 2), "an expired lease was not handed over"
+        second.resign_leadership(role, "kit-b")
+        back = first.claim_leadership(
+            role, "kit-a", lease_now=now + 22 * _S, lease_until=now + 32 * _S
+        )
+        assert (back.node, back.term) == ("kit-a", 3), "a resigned lease was not free at once"
+
+    @proves(Cap.LEADER_ELECTION, requires=[Cap.CRON, Cap.TICK_EVENTS])
+    def test_only_the_leader_fires_and_a_successor_fires_once_it_is_gone(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        clock = Fake(_START)
+        events: list[cf.TickEvent] = []
+        lock = threading.Lock()
+
+        def heard(event: cf.TickEvent) -> None:
+            with lock:
+                events.append(event)
+
+        lease = 2.0
+        stores = kit.peer_stores(2)
+        cut = kit.partition(stores[0])
+        clients = [
+            kit.client(
+                _workflow("led"),
+                store=store,
+                clock=clock,
+                on_tick=heard,
+                leader_election=True,
+                leader_lease=lease,
+                node_id=f"kit-leader-{n}",
+            )
+            for n, store in enumerate([cut, stores[1]])
+        ]
+        wait_until(
+            lambda: sum(c.is_leader for c in clients) == 1, timeout=TIMEOUT, what="one leader"
+        )
+        leader = next(c for c in clients if c.is_leader)
+        clock.advance(60)
+        wait_until(lambda: len(events) == 1, timeout=TIMEOUT, what="the first tick")
+        assert events[0].node == leader.node_id, "a client that does not lead fired"
+        if leader is clients[1]:
+            leader.stop()  # a clean stop hands the lease on at once
+        else:
+            cut.cut()  # the leader is cut off from the store: its lease runs out
+        successor = clients[1] if leader is clients[0] else clients[0]
+        wait_until(lambda: successor.is_leader, timeout=TIMEOUT, what="a successor")
+        wait_until(
+            lambda: not leader.is_leader, timeout=TIMEOUT, what="the old leader to step down"
+        )
+        clock.advance(60)
+        wait_until(lambda: len(events) == 2, timeout=TIMEOUT, what="the tick after the handover")
+        assert events[1].node == successor.node_id
+        assert len({e.at_ns for e in events}) == 2, "a tick was fired twice"

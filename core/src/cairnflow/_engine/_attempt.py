@@ -70,7 +70,12 @@ def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
 
 
 class RunningAttempt:
-    """One claimed attempt held by this client, from claim to outcome."""
+    """One claimed attempt held by this client, from claim to outcome.
+
+    One name for one thing: in the engine a variable holding one of these is
+    ``running``; ``attempt`` is always the attempt *number* (``claimed.attempt``,
+    ``ctx.attempt``: 1 for the first try of a step).
+    """
 
     def __init__(
         self, claimed: ClaimedAttempt, renewed_at: float, *, interrupt: bool = True

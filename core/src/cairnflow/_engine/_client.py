@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from .._caps import Cap
-from .._checks import seconds
+from .._checks import check_seconds
 from .._errors import (
     InvalidName,
     UnknownWorkflow,
@@ -36,6 +36,7 @@ from ._attempt import End, monotonic
 from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
+from ._leader import Elector, StoreElector
 from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
 from ._schedule_api import ScheduleMethods
@@ -103,6 +104,8 @@ class Client(ScheduleMethods):
         role: Literal["all", "worker", "scheduler"] = "all",
         on_tick: Callable[[TickEvent], None] | None = None,
         tick_retention: float = 7 * 86_400.0,
+        leader_election: bool | Elector = False,
+        leader_lease: float = 15.0,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -158,6 +161,7 @@ class Client(ScheduleMethods):
             if facets.schedules is None
             else Scheduler(self._state, facets.schedules, self._new_run, on_tick)
         )
+        self._elector = self._make_elector(leader_election, leader_lease)
         self._steps: dict[str, tuple[NewStep, ...]] = {}
         self._lifecycle = threading.Lock()
         self._started = False
@@ -169,7 +173,32 @@ class Client(ScheduleMethods):
         self._keeper: LeaseKeeper | None = None
         self._cleanups: list[Callable[[], None]] = []
 
+    def _make_elector(self, choice: bool | Elector, lease: float) -> Elector | None:
+        if choice is False:
+            return None
+        if choice is True:
+            self._state.require(Cap.LEADER_ELECTION, "Client(leader_election=True)")
+            leadership = self._state.facets.leadership
+            assert leadership is not None  # declared, so check_store made sure
+            return StoreElector(self._state, leadership, lease=check_seconds("leader_lease", lease))
+        if not isinstance(choice, Elector):
+            raise TypeError(
+                f"leader_election takes True or an Elector (start, stop, is_leader), got {choice!r}"
+            )
+        return choice
+
     # -- properties -------------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        """True while this client fires schedules as the leader.
+
+        Without leader election every running client that fires schedules is
+        one (the store makes each tick fire once); with it, only the elected one.
+        """
+        if not self.running or not self._state.settings.fires_schedules:
+            return False
+        return self._elector is None or self._elector.is_leader()
+
     @property
     def store(self) -> Store:
         """The store this client works on."""
@@ -257,12 +286,16 @@ class Client(ScheduleMethods):
             firing = self._scheduler if state.settings.fires_schedules else None
             if firing is not None:
                 firing.record_declared()
-            self._dispatcher = Dispatcher(state, self._runner, self._pool, firing)
+            self._dispatcher = Dispatcher(
+                state, self._runner, self._pool, firing, self._elector if firing else None
+            )
             self._started = True
             state.running = True
             self._commit.start()
             self._pool.start()
             self._keeper.start()
+            if self._elector is not None and firing is not None:
+                self._elector.start()
             self._dispatcher.start()
             if state.notifier is not None:
                 self._cleanups.append(state.notifier.listen(state.channel, state.wake))
@@ -316,6 +349,8 @@ class Client(ScheduleMethods):
                 "their attempts are retaken after their leases"
             )
         self._keeper.stop(timeout)
+        if self._elector is not None and state.settings.fires_schedules:
+            self._elector.stop()
         for cleanup in reversed(self._cleanups):
             cleanup()
         self._cleanups.clear()
@@ -490,9 +525,9 @@ class Client(ScheduleMethods):
         run_id = run_id_of(run)
         cancelled = state.store.cancel_run(run_id, state.now())
         if cancelled:
-            for attempt in state.held_attempts():
-                if attempt.claimed.run_id == run_id:
-                    attempt.stop(End.CANCELLED)
+            for running in state.held_attempts():
+                if running.claimed.run_id == run_id:
+                    running.stop(End.CANCELLED)
             state.run_finished()
         return cancelled
 
@@ -545,4 +580,4 @@ def _seconds(delay: float | timedelta | None) -> float | None:
         return None
     if isinstance(delay, timedelta):
         delay = delay.total_seconds()
-    return seconds("delay", delay, zero=True)
+    return check_seconds("delay", delay, zero=True)

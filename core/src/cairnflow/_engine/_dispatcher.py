@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 
 from ._attempt import End, monotonic
+from ._leader import Elector
 from ._runner import StepRunner
 from ._scheduler import Scheduler
 from ._state import EngineState
@@ -61,18 +62,18 @@ class WorkerPool:
     def _loop(self) -> None:
         try:
             while True:
-                attempt = self._state.handoff.get()
-                if attempt is None:
+                running = self._state.handoff.get()
+                if running is None:
                     return
                 try:
-                    self._runner.run(attempt)
+                    self._runner.run(running)
                 except BaseException:  # the worker outlives anything a step throws at it
-                    self._state.log.exception("worker crashed running %r", attempt)
+                    self._state.log.exception("worker crashed running %r", running)
                 finally:
                     # An outcome handed to the committer keeps the slot and the lease until
                     # it is written; the committer releases the attempt then.
-                    if attempt.end not in _HANDED_OVER:
-                        self._state.untrack(attempt)
+                    if running.end not in _HANDED_OVER:
+                        self._state.untrack(running)
         finally:
             self._runner.close_thread_loop()
 
@@ -86,12 +87,15 @@ class Dispatcher:
         runner: StepRunner,
         pool: WorkerPool,
         scheduler: Scheduler | None = None,
+        elector: Elector | None = None,
     ) -> None:
         self._state = state
         self._runner = runner
         self._pool = pool
         self._scheduler = scheduler
         """Fires due schedules at every poll and timer (None: a worker-only node)."""
+        self._elector = elector
+        """With leader election: schedules are fired only while it says this client leads."""
         self._next_prune = 0.0
         self._thread = threading.Thread(
             target=self._loop, name=f"cairnflow-dispatcher-{state.settings.node_id}", daemon=True
@@ -159,7 +163,7 @@ class Dispatcher:
     def _fire_schedules(self, now: int) -> bool:
         """Fire the due schedules, and now and then forget old ticks; True if runs started."""
         scheduler = self._scheduler
-        if scheduler is None:
+        if scheduler is None or (self._elector is not None and not self._elector.is_leader()):
             return False
         state = self._state
         try:

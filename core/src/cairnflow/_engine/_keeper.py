@@ -62,15 +62,15 @@ class LeaseKeeper:
         while not self._stop.wait(every):
             self._renew()
 
-    def _renewable(self, attempt: RunningAttempt, now: float) -> bool:
-        if attempt.end is None:
+    def _renewable(self, running: RunningAttempt, now: float) -> bool:
+        if running.end is None:
             return True
-        if attempt.end is End.COMPLETED:
+        if running.end is End.COMPLETED:
             # Its outcome is being written: renewing it now would only race that write for
             # the same row (a deadlock on engines with row locks). A write still pending
             # after a third of the lease is slow (an outage): keep its lease alive then.
-            return now - attempt.ended_at > self._state.settings.lease / 3
-        return attempt.end not in _RELEASED
+            return now - running.ended_at > self._state.settings.lease / 3
+        return running.end not in _RELEASED
 
     def _renew(self) -> None:
         state = self._state
@@ -85,13 +85,13 @@ class LeaseKeeper:
             # Not fatal yet: an attempt fences itself once a whole lease passes unrenewed.
             state.log.warning("lease renewal failed; retrying", exc_info=True)
             return
-        for attempt in attempts:
-            if attempt.token in result.lost:
-                self._fence(attempt)
-            elif attempt.token in result.cancelled:
-                attempt.stop(End.CANCELLED)
+        for running in attempts:
+            if running.token in result.lost:
+                self._fence(running)
+            elif running.token in result.cancelled:
+                running.stop(End.CANCELLED)
             else:
-                attempt.renewed_at = max(attempt.renewed_at, started)
+                running.renewed_at = max(running.renewed_at, started)
 
     # -- watchdog --------------------------------------------------------------------------------
     def _watch_loop(self) -> None:
@@ -99,35 +99,35 @@ class LeaseKeeper:
         while not self._stop.is_set():
             self._poke.clear()
             wake_at = monotonic() + lease / 3
-            for attempt in self._state.held_attempts():
-                if attempt.finalized:
+            for running in self._state.held_attempts():
+                if running.finalized:
                     continue
                 now = monotonic()
-                if attempt.expired(now, lease):
-                    self._fence(attempt)
+                if running.expired(now, lease):
+                    self._fence(running)
                     continue
-                if attempt.overdue(now):
-                    self._time_out(attempt)
+                if running.overdue(now):
+                    self._time_out(running)
                     continue
-                wake_at = min(wake_at, attempt.renewed_at + lease)
-                if attempt.deadline is not None:
-                    wake_at = min(wake_at, attempt.deadline)
+                wake_at = min(wake_at, running.renewed_at + lease)
+                if running.deadline is not None:
+                    wake_at = min(wake_at, running.deadline)
             self._poke.wait(max(0.001, wake_at - monotonic()))
 
-    def _time_out(self, attempt: RunningAttempt) -> None:
+    def _time_out(self, running: RunningAttempt) -> None:
         # The failure is written from its own thread: the watchdog never waits on the store.
-        if attempt.stop(End.TIMED_OUT):
+        if running.stop(End.TIMED_OUT):
             threading.Thread(
                 target=self._runner.write_timeout,
-                args=(attempt,),
+                args=(running,),
                 name="cairnflow-timeout",
                 daemon=True,
             ).start()
 
-    def _fence(self, attempt: RunningAttempt) -> None:
-        if attempt.stop(End.LEASE_LOST):
+    def _fence(self, running: RunningAttempt) -> None:
+        if running.stop(End.LEASE_LOST):
             self._state.log.warning(
                 "lease of step %r of run %s is lost; its outcome will not be written",
-                attempt.claimed.step,
-                attempt.claimed.run_id,
+                running.claimed.step,
+                running.claimed.run_id,
             )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._caps import Cap
-from .._checks import whole
+from .._checks import check_int
 from .._errors import RunFailed, RunNotFound, WaitTimeout
 from .._models import ErrorInfo, RunInfo, RunRef, Status, StepInfo
 from .._names import check_labels, check_name
@@ -125,7 +125,7 @@ class RunReader:
         state.require(Cap.RUN_QUERY, "runs()")
         if workflow is not None:
             check_name("workflow", workflow)
-        whole("limit", limit, minimum=1, maximum=1000)
+        check_int("limit", limit, minimum=1, maximum=1000)
         wanted: frozenset[Status] | None = None
         if status is not None:
             items = [status] if isinstance(status, str | Status) else list(status)

@@ -54,9 +54,9 @@ class _Control:
 
     __slots__ = ("_attempt", "_runner")
 
-    def __init__(self, runner: StepRunner, attempt: RunningAttempt) -> None:
+    def __init__(self, runner: StepRunner, running: RunningAttempt) -> None:
         self._runner = runner
-        self._attempt = attempt
+        self._attempt = running
 
     def heartbeat(self) -> None:
         self._runner.heartbeat(self._attempt)
@@ -74,26 +74,26 @@ class StepRunner:
         self._commit = commit
 
     # -- the whole attempt -------------------------------------------------------------------
-    def run(self, attempt: RunningAttempt) -> None:
-        """Run ``attempt`` and hand its outcome to the committer, unless someone else finalized it.
+    def run(self, running: RunningAttempt) -> None:
+        """Run ``running`` and hand its outcome to the committer, unless someone else finalized it.
 
         The worker does not wait for the write: the attempt keeps its slot and
         its lease until the committer has written the outcome.
         """
-        if attempt.finalized:
+        if running.finalized:
             return
         started = monotonic()
         try:
-            outcome = self._outcome(attempt)
+            outcome = self._outcome(running)
         except Exception as error:  # a bug of ours must not kill the worker
-            self._state.log.exception("attempt %r failed inside the engine", attempt)
-            outcome = self.failure(attempt.claimed, Permanent(error), self._state.now(), None)
+            self._state.log.exception("attempt %r failed inside the engine", running)
+            outcome = self.failure(running.claimed, Permanent(error), self._state.now(), None)
         self._state.attempt_ran(monotonic() - started)
-        if outcome is not None and attempt.finalize(End.COMPLETED):
+        if outcome is not None and running.finalize(End.COMPLETED):
             try:
-                self.write(attempt.claimed, outcome, holder=attempt)
+                self.write(running.claimed, outcome, holder=running)
             except BaseException:
-                self._state.untrack(attempt)  # never handed over: nobody else releases it
+                self._state.untrack(running)  # never handed over: nobody else releases it
                 raise
 
     def write(
@@ -120,11 +120,11 @@ class StepRunner:
         return workflow is not None and bool(workflow.children(claimed.step))
 
     # -- outcomes ----------------------------------------------------------------------------
-    def _outcome(self, attempt: RunningAttempt) -> Outcome | None:
-        claimed = attempt.claimed
+    def _outcome(self, running: RunningAttempt) -> Outcome | None:
+        claimed = running.claimed
         state = self._state
         if claimed.closure is not None:
-            return self._run_code(attempt, _closure_step(claimed.closure), None, None)
+            return self._run_code(running, _closure_step(claimed.closure), None, None)
         workflow = state.registry.get(claimed.workflow)
         step = workflow.steps.get(claimed.step) if workflow is not None else None
         if workflow is None or step is None:
@@ -140,16 +140,16 @@ class StepRunner:
             deadline = None if step.timeout is None else state.now() + int(step.timeout * _NS)
             return WaitFor(signal=step.signal, deadline=deadline)
         assert step.fn is not None
-        return self._run_code(attempt, step.fn, step, workflow.timeout_for(step))
+        return self._run_code(running, step.fn, step, workflow.timeout_for(step))
 
     def _run_code(
         self,
-        attempt: RunningAttempt,
+        running: RunningAttempt,
         fn: Callable[..., Any],
         step: Step | None,
         timeout: float | None,
     ) -> Outcome | None:
-        claimed = attempt.claimed
+        claimed = running.claimed
         state = self._state
         try:
             payload, parents, data = self._inputs(claimed)
@@ -157,7 +157,7 @@ class StepRunner:
             failure = CairnError(f"the input of step {claimed.step!r} cannot be decoded: {error}")
             return self.failure(claimed, Permanent(failure), state.now(), step)
         if timeout is not None:
-            attempt.deadline = monotonic() + timeout
+            running.deadline = monotonic() + timeout
             state.replan.set()
         ctx = StepContext(
             run_id=claimed.run_id,
@@ -169,16 +169,16 @@ class StepRunner:
             labels=claimed.labels,
             node_id=state.settings.node_id,
             queue=claimed.queue,
-            deadline=attempt.deadline,
-            cancel_event=attempt,
-            control=_Control(self, attempt),
+            deadline=running.deadline,
+            cancel_event=running,
+            control=_Control(self, running),
         )
         try:
             is_async = step.is_async if step is not None else inspect.iscoroutinefunction(fn)
             if is_async:
-                value = self._call_async(attempt, fn, ctx, data)
+                value = self._call_async(running, fn, ctx, data)
             else:
-                value = self._call_sync(attempt, fn, ctx, data)
+                value = self._call_sync(running, fn, ctx, data)
         except Snooze as snooze:
             if Cap.SNOOZE not in state.caps:
                 return self.failure(
@@ -186,10 +186,10 @@ class StepRunner:
                 )
             return Snoozed(until=state.now() + int(snooze.seconds * _NS))
         except BaseException as error:  # noqa: BLE001 - whatever a step raises is its failure
-            if attempt.finalized:
+            if running.finalized:
                 return None
             return self.failure(claimed, error, state.now(), step)
-        if attempt.finalized:
+        if running.finalized:
             return None
         try:
             output = state.encode(value, f"the output of step {claimed.step!r}")
@@ -224,25 +224,25 @@ class StepRunner:
 
     # -- calling user code -------------------------------------------------------------------
     def _call_sync(
-        self, attempt: RunningAttempt, fn: Callable[..., Any], ctx: StepContext, data: Any
+        self, running: RunningAttempt, fn: Callable[..., Any], ctx: StepContext, data: Any
     ) -> Any:
-        attempt.enter_user_code()
+        running.enter_user_code()
         try:
-            if attempt.finalized:  # stopped between the claim and now
+            if running.finalized:  # stopped between the claim and now
                 raise Cancelled(f"attempt of step {ctx.step!r} was stopped before it began")
             return fn(ctx, data)
         finally:
-            attempt.leave_user_code()
+            running.leave_user_code()
 
     def _call_async(
-        self, attempt: RunningAttempt, fn: Callable[..., Any], ctx: StepContext, data: Any
+        self, running: RunningAttempt, fn: Callable[..., Any], ctx: StepContext, data: Any
     ) -> Any:
         loop = self._event_loop()
 
         async def main() -> Any:
             task = asyncio.current_task()
             assert task is not None
-            attempt.attach_task(loop, task)
+            running.attach_task(loop, task)
             return await fn(ctx, data)
 
         return loop.run_until_complete(main())
@@ -261,13 +261,13 @@ class StepRunner:
             loop.close()
 
     # -- what the keeper, the dispatcher and the context ask of the runner -----------------------
-    def write_timeout(self, attempt: RunningAttempt) -> None:
+    def write_timeout(self, running: RunningAttempt) -> None:
         """Write the StepTimeout failure of an attempt the watchdog stopped at its deadline.
 
         The attempt's worker may still be inside the step's code; the committer
         releases the attempt once the failure is written.
         """
-        claimed = attempt.claimed
+        claimed = running.claimed
         try:
             workflow = self._state.registry.get(claimed.workflow)
             step = workflow.steps.get(claimed.step) if workflow is not None else None
@@ -280,10 +280,10 @@ class StepRunner:
             )
             failure = self.failure(claimed, error, self._state.now(), step)
         except Exception:  # a bug of ours: nothing is written, the lease runs out
-            self._state.log.exception("could not decide the timeout of %r", attempt)
-            self._state.untrack(attempt)
+            self._state.log.exception("could not decide the timeout of %r", running)
+            self._state.untrack(running)
             return
-        self.write(claimed, failure, holder=attempt)
+        self.write(claimed, failure, holder=running)
 
     def abandon(self, expired: ExpiredAttempt) -> None:
         """Fail an attempt that was reclaimed once too often, with :class:`Abandoned`."""
@@ -304,43 +304,43 @@ class StepRunner:
         error = Abandoned(expired.step, expired.reclaims + 1)
         self.write(claimed, self.failure(claimed, error, self._state.now(), None))
 
-    def heartbeat(self, attempt: RunningAttempt) -> None:
+    def heartbeat(self, running: RunningAttempt) -> None:
         """``ctx.heartbeat()``: renew this lease now, or learn it is gone."""
         state = self._state
         state.require(Cap.HEARTBEAT, "ctx.heartbeat()")
-        _raise_if_over(attempt)
+        _raise_if_over(running)
         started = monotonic()
-        verdict = state.store.heartbeat(attempt.token, state.lease_until(), state.now())
-        self._apply_verdict(attempt, verdict, started)
+        verdict = state.store.heartbeat(running.token, state.lease_until(), state.now())
+        self._apply_verdict(running, verdict, started)
 
-    def progress(self, attempt: RunningAttempt, value: Any) -> None:
+    def progress(self, running: RunningAttempt, value: Any) -> None:
         """``ctx.progress(value)``: store the step's progress (fenced)."""
         state = self._state
         state.require(Cap.PROGRESS, "ctx.progress()")
-        _raise_if_over(attempt)
-        encoded = state.encode(value, f"the progress of step {attempt.claimed.step!r}")
+        _raise_if_over(running)
+        encoded = state.encode(value, f"the progress of step {running.claimed.step!r}")
         started = monotonic()
-        verdict = state.store.record_progress(attempt.token, encoded, state.now())
-        self._apply_verdict(attempt, verdict, started)
+        verdict = state.store.record_progress(running.token, encoded, state.now())
+        self._apply_verdict(running, verdict, started)
 
     def _apply_verdict(
-        self, attempt: RunningAttempt, verdict: AttemptState, started: float
+        self, running: RunningAttempt, verdict: AttemptState, started: float
     ) -> None:
         if verdict is AttemptState.HELD:
-            attempt.renewed_at = max(attempt.renewed_at, started)
+            running.renewed_at = max(running.renewed_at, started)
             return
         # Called from the step's own thread: finalize and raise here, no interrupt.
         end = End.CANCELLED if verdict is AttemptState.CANCELLED else End.LEASE_LOST
-        if attempt.finalize(end):
-            attempt.cancel()
-        _raise_if_over(attempt)
+        if running.finalize(end):
+            running.cancel()
+        _raise_if_over(running)
 
 
-def _raise_if_over(attempt: RunningAttempt) -> None:
-    end = attempt.end
+def _raise_if_over(running: RunningAttempt) -> None:
+    end = running.end
     if end is None or end is End.COMPLETED:
         return
-    step = attempt.claimed.step
+    step = running.claimed.step
     if end is End.LEASE_LOST:
         raise LeaseLost(f"the lease of step {step!r} is lost; its outcome will not be written")
     if end is End.TIMED_OUT:

@@ -9,7 +9,7 @@ with :class:`~cairnflow.Unsupported`, naming the capability.
 from __future__ import annotations
 
 from .._caps import Cap
-from .._checks import whole
+from .._checks import check_int
 from .._errors import CairnError, UnknownWorkflow
 from .._models import RunRef
 from .._names import check_name
@@ -116,7 +116,7 @@ class ScheduleMethods:
         self, workflow: WorkflowLike, name: str, *, limit: int = 20
     ) -> list[TickEvent]:
         """The schedule's last ``limit`` ticks, newest first: fired, skipped and misfired."""
-        whole("limit", limit, minimum=1, maximum=1000)
+        check_int("limit", limit, minimum=1, maximum=1000)
         record = self._record(workflow, name, Cap.SCHEDULE_HISTORY, "schedule_history()")
         store, _ = self._schedules(Cap.SCHEDULE_HISTORY, "schedule_history()")
         return [

@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass
 
 from .._caps import Cap
-from .._checks import seconds, whole
+from .._checks import check_int, check_seconds
 from .._errors import InvalidName, Unsupported
 
 __all__ = ["ROLES", "Settings"]
@@ -83,9 +83,9 @@ class Settings:
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
-        workers = whole("workers", workers, minimum=1)
+        workers = check_int("workers", workers, minimum=1)
         if payload_limit is not None:
-            payload_limit = whole("payload_limit (bytes)", payload_limit, minimum=1)
+            payload_limit = check_int("payload_limit (bytes)", payload_limit, minimum=1)
             if Cap.PAYLOAD_LIMIT not in capabilities:
                 raise Unsupported(Cap.PAYLOAD_LIMIT, "Client(payload_limit=...)")
         node = node_id if node_id is not None else _default_node_id()
@@ -95,15 +95,15 @@ class Settings:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         return cls(
             role=str(role),
-            tick_retention=seconds("tick_retention", tick_retention),
+            tick_retention=check_seconds("tick_retention", tick_retention),
             workers=workers,
-            poll_interval=seconds("poll_interval", poll_interval),
-            lease=seconds("lease", lease),
-            max_reclaims=whole("max_reclaims", max_reclaims, minimum=0),
+            poll_interval=check_seconds("poll_interval", poll_interval),
+            lease=check_seconds("lease", lease),
+            max_reclaims=check_int("max_reclaims", max_reclaims, minimum=0),
             node_id=node,
             payload_limit=payload_limit,
-            lease_skew=seconds("lease_skew", lease_skew, zero=True),
-            fetch_batch=whole("fetch_batch", fetch_batch, minimum=1),
+            lease_skew=check_seconds("lease_skew", lease_skew, zero=True),
+            fetch_batch=check_int("fetch_batch", fetch_batch, minimum=1),
             interrupt=bool(interrupt),
-            prefetch=workers if prefetch is None else whole("prefetch", prefetch, minimum=0),
+            prefetch=workers if prefetch is None else check_int("prefetch", prefetch, minimum=0),
         )

@@ -169,8 +169,8 @@ class EngineState:
             self._hold(attempts)
 
     def _hold(self, attempts: Iterable[RunningAttempt]) -> None:
-        for attempt in attempts:
-            self.held[attempt.token] = attempt
+        for running in attempts:
+            self.held[running.token] = running
             self.in_flight += 1
 
     def free_slots(self, tokens: Iterable[str]) -> None:
@@ -184,30 +184,30 @@ class EngineState:
 
     def _free(self, tokens: Iterable[str]) -> None:
         for token in tokens:
-            attempt = self.held.get(token)
-            if attempt is not None and not attempt.slot_freed:
-                attempt.slot_freed = True
+            running = self.held.get(token)
+            if running is not None and not running.slot_freed:
+                running.slot_freed = True
                 self.in_flight -= 1
 
-    def untrack(self, attempt: RunningAttempt, *, wake: bool = True) -> None:
-        """Release ``attempt``'s slot and lease; wake the dispatcher if it wants to claim more.
+    def untrack(self, running: RunningAttempt, *, wake: bool = True) -> None:
+        """Release ``running``'s slot and lease; wake the dispatcher if it wants to claim more.
 
         ``wake=False`` where the slot was already refilled: the committer's write
         claimed for it in the same transaction.
         """
-        self.untrack_all((attempt,), wake=wake)
+        self.untrack_all((running,), wake=wake)
 
     def untrack_all(self, attempts: Iterable[RunningAttempt], *, wake: bool = True) -> None:
         """:meth:`untrack` for several attempts at once (one lock, at most one wake-up)."""
         freed = False
         with self.lock:
             held = self.held
-            for attempt in attempts:
-                if held.pop(attempt.token, None) is None:
+            for running in attempts:
+                if held.pop(running.token, None) is None:
                     continue
                 freed = True
-                if not attempt.slot_freed:
-                    attempt.slot_freed = True
+                if not running.slot_freed:
+                    running.slot_freed = True
                     self.in_flight -= 1
             wake = wake and freed and self.want_claim
         if wake:
@@ -259,8 +259,8 @@ class EngineState:
             held = self.held
             freed = 0
             for token in freeing:
-                attempt = held.get(token)
-                if attempt is not None and not attempt.slot_freed:
+                running = held.get(token)
+                if running is not None and not running.slot_freed:
                     freed += 1
             limit = (
                 self.settings.workers + self.claim_ahead() - self.in_flight - self.reserved + freed
@@ -300,8 +300,8 @@ class EngineState:
             self.reserved -= request.limit
             self._free(freed)
             self._hold(attempts)
-        for attempt in attempts:
-            self.handoff.put(attempt)
+        for running in attempts:
+            self.handoff.put(running)
         if len(claimed) >= request.limit:
             self.request_claim()  # full: there may be more
             self.wake_event.set()

@@ -14,9 +14,12 @@ is a named template in ``_statements``, rendered once per store by
 in the application's transaction asks the dialect for the connection, a
 savepoint and the in-transaction notification
 (:meth:`Dialect.application_connection`, :meth:`Dialect.savepoint`,
-:meth:`Dialect.notify_in_transaction`).
+:meth:`Dialect.notify_in_transaction`). :func:`check_int` and
+:func:`check_seconds` check a driver's numeric options the way the core checks
+its own (one rule, one message).
 """
 
+from .._checks import check_int, check_seconds
 from ._dialect import ClaimedRow, ClaimPlan, Connections, Cursor, Dialect, Statement
 from ._errors import ErrorClass, ErrorClassifier, default_classifier
 from ._migrations import Migration, load_migrations, split_statements
@@ -49,6 +52,8 @@ __all__ = [
     "StepRow",
     "StoreStats",
     "Tables",
+    "check_int",
+    "check_seconds",
     "default_classifier",
     "load_migrations",
     "split_statements",

@@ -29,10 +29,10 @@ from ._parts import Part
 from ._rows import to_text
 from ._transactions import UniqueViolation
 
-__all__ = ["Enqueue"]
+__all__ = ["Enqueue", "EnqueueRows"]
 
-_Rows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]]
-"""Run ids, run rows and step rows of one enqueue."""
+EnqueueRows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+"""Run ids, run rows and step rows of one enqueue (:meth:`Enqueue.prepare`)."""
 
 
 class Enqueue(Part):
@@ -42,9 +42,9 @@ class Enqueue(Part):
         """Insert every run with its steps in one transaction, or none of them."""
         if not runs:
             return []
-        rows = self._rows(runs)
+        rows = self.prepare(runs)
         try:
-            return self._tx.run(lambda cur: self._insert(cur, rows))
+            return self._tx.run(lambda cur: self.insert(cur, rows))
         except UniqueViolation:
             raise self.duplicate(runs) from None
 
@@ -52,13 +52,13 @@ class Enqueue(Part):
         """Insert the runs in the application's open transaction ``tx`` (never committed here)."""
         if not runs:
             return []
-        rows = self._rows(runs)
+        rows = self.prepare(runs)
         dialect, context = self._dialect, self.context
         conn = dialect.application_connection(tx)
 
         def work(cur: Cursor) -> list[str]:
             with dialect.savepoint(cur):
-                run_ids = self._insert(cur, rows)
+                run_ids = self.insert(cur, rows)
                 if context.notifier is not None:
                     dialect.notify_in_transaction(cur, context.channel)
             return run_ids
@@ -68,7 +68,9 @@ class Enqueue(Part):
         except UniqueViolation:
             raise self.duplicate(runs) from None
 
-    def _rows(self, runs: Sequence[NewRun]) -> _Rows:
+    def prepare(self, runs: Sequence[NewRun]) -> EnqueueRows:
+        """The rows of ``runs``, their ids made: everything but the writing, which may fail
+        here (a key given twice, a callable) before any transaction begins."""
         seen: set[tuple[str, str]] = set()
         for new in runs:
             if new.closure is not None:
@@ -120,7 +122,14 @@ class Enqueue(Part):
                 )
         return run_ids, run_rows, step_rows
 
-    def _insert(self, cur: Cursor, rows: _Rows) -> list[str]:
+    def insert(self, cur: Cursor, rows: EnqueueRows) -> list[str]:
+        """Write ``rows`` in the transaction open on ``cur``; return the run ids.
+
+        A key held by an unfinished run fails the insert, which the transaction
+        runner reports as :class:`UniqueViolation`: the caller raises :meth:`duplicate`
+        for it. ``fire_ticks`` creates a schedule's runs through here, in its own
+        transaction.
+        """
         run_ids, run_rows, step_rows = rows
         sql = self._dialect.sql
         self._tx.stats.count(statements=2)

@@ -14,9 +14,9 @@ from typing import Any
 from . import _statements as s
 from ._dialect import ClaimPlan, Dialect, Statement
 from ._statements import RUN_COLUMNS, STEP_COLUMNS, UNFINISHED
-from ._tables import Tables
+from ._tables import TABLES, Tables
 
-__all__ = ["RUN_COLUMNS", "STEP_COLUMNS", "UNFINISHED", "Queries", "marks"]
+__all__ = ["RUN_COLUMNS", "STEP_COLUMNS", "UNFINISHED", "Queries", "marks", "pairs"]
 
 
 def marks(count: int) -> str:
@@ -24,14 +24,19 @@ def marks(count: int) -> str:
     return ", ".join(["?"] * max(count, 1))
 
 
-def held_by(count: int) -> str:
-    """``((id = ? AND lease_token = ?) OR ...)`` for ``count`` (step id, lease secret) pairs.
+def pairs(count: int, first: str, second: str) -> str:
+    """``((<first> = ? AND <second> = ?) OR ...)`` for ``count`` pairs of values.
 
-    Spelled out rather than as a row-value ``(id, lease_token) IN ((?, ?), ...)``:
-    SQLite and MariaDB plan a row-value IN as a scan of every running step, while
-    each ``id = ?`` term is a primary-key lookup on every engine.
+    Spelled out rather than as a row-value ``(first, second) IN ((?, ?), ...)``:
+    SQLite and MariaDB plan a row-value IN as a scan of the table, while each
+    term led by a key column is an index lookup on every engine.
     """
-    return "(" + " OR ".join(["(id = ? AND lease_token = ?)"] * max(count, 1)) + ")"
+    return "(" + " OR ".join([f"({first} = ? AND {second} = ?)"] * max(count, 1)) + ")"
+
+
+def held_by(count: int) -> str:
+    """``((id = ? AND lease_token = ?) OR ...)`` for ``count`` (step id, lease secret) pairs."""
+    return pairs(count, "id", "lease_token")
 
 
 class Queries:
@@ -115,13 +120,29 @@ class Queries:
         self.get_steps = r(s.GET_STEPS)
         self._list_runs = r(s.LIST_RUNS)
         self._step_counts = r(s.STEP_COUNTS)
+        # -- schedules
+        self.get_schedule = r(s.GET_SCHEDULE)
+        self._list_schedules = r(s.LIST_SCHEDULES)
+        self._due_schedules = r(s.DUE_SCHEDULES)
+        self.update_schedule = r(s.UPDATE_SCHEDULE)
+        self.insert_schedule = r(s.INSERT_SCHEDULE)
+        self.delete_schedule = r(s.DELETE_SCHEDULE)
+        self.delete_ticks_of = r(s.DELETE_TICKS_OF)
+        self.lock_schedule = r(s.LOCK_SCHEDULE)
+        self.insert_tick = r(s.INSERT_TICK)
+        self.fired = r(s.FIRED)
+        self.pause_schedule = r(s.PAUSE_SCHEDULE)
+        self.tick_history = r(s.TICK_HISTORY)
+        self.prunable_ticks = r(s.PRUNABLE_TICKS)
+        self._delete_ticks = r(s.DELETE_TICKS)
         # -- schema
         self.ledger_ddl = r(s.LEDGER_DDL)
         self.ledger = r(s.LEDGER)
         self.record_migration = r(s.RECORD_MIGRATION)
         self.probe = {
             table: s.render(s.PROBE, {**values, "table": values[table]})
-            for table in ("runs", "steps", "signals")
+            for table in TABLES
+            if table != "migrations"  # the ledger is read first, with its own error
         }
 
     # -- statements with lists ---------------------------------------------------------
@@ -275,3 +296,20 @@ class Queries:
     def step_counts(self, run_ids: Sequence[str]) -> Statement:
         """How many steps of each run have each status."""
         return self._step_counts.format(ids=marks(len(run_ids))), tuple(run_ids)
+
+    def list_schedules(self, workflows: Sequence[str] | None) -> Statement:
+        """Every schedule (of ``workflows``, if given), by workflow and name."""
+        if workflows is None:
+            return self._list_schedules.format(filters=""), ()
+        filters = f" AND s.workflow IN ({marks(len(workflows))})"
+        return self._list_schedules.format(filters=filters), tuple(workflows)
+
+    def due_schedules(self, now: int, workflows: Sequence[str], limit: int) -> Statement:
+        """Schedules of ``workflows`` due at ``now``, earliest first."""
+        sql = self._due_schedules.format(workflows=marks(len(workflows)))
+        return sql, (*workflows, now, limit)
+
+    def delete_ticks(self, keys: Sequence[tuple[str, int]]) -> Statement:
+        """Delete the ticks ``keys`` (``(schedule id, tick time)`` pairs) by primary key."""
+        flat = tuple(value for key in keys for value in key)
+        return self._delete_ticks.format(tick_keys=pairs(len(keys), "schedule_id", "at")), flat

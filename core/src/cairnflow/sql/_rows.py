@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .._models import ErrorInfo, StepKind, StepStatus
-from ..store import RunSummary, StoredRun, StoredStep
+from ..store import RunSummary, ScheduleRecord, StoredRun, StoredStep, TickOutcome, TickRecord
 
 __all__ = [
     "ClaimedRun",
@@ -31,9 +31,13 @@ __all__ = [
     "FinishingStep",
     "LeaseState",
     "LockedRun",
+    "LockedSchedule",
     "RunRow",
+    "ScheduleRow",
     "StepLease",
     "StepRow",
+    "TickKey",
+    "TickRow",
     "to_bytes",
     "to_error",
     "to_json",
@@ -360,3 +364,92 @@ class StepRow(NamedTuple):
             finished_at=self.finished_at,
             heartbeat_at=self.heartbeat_at,
         )
+
+
+# -- schedules -----------------------------------------------------------------------------
+class ScheduleRow(NamedTuple):
+    """A schedule as ``SCHEDULE_COLUMNS`` reads it, then whether its last run is finished."""
+
+    id: str
+    workflow: str
+    name: str
+    spec: str
+    fingerprint: str
+    next_fire: int
+    paused: bool
+    resumed_at: int | None
+    last_fire: int | None
+    last_run_id: str | None
+    created_at: int
+    updated_at: int
+    last_run_finished: bool
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ScheduleRow:
+        """Convert a row of ``get_schedule``, ``list_schedules`` or ``due_schedules``."""
+        (
+            schedule_id, workflow, name, spec, fingerprint, next_fire, paused, resumed_at,
+            last_fire, last_run_id, created_at, updated_at, last_run_finished,
+        ) = row  # fmt: skip
+        return _new(cls, (
+            to_text(schedule_id), to_text(workflow), to_text(name), to_text(spec),
+            to_text(fingerprint), int(next_fire), bool(paused), _optional_int(resumed_at),
+            _optional_int(last_fire), _optional_text(last_run_id), int(created_at),
+            int(updated_at), bool(last_run_finished),
+        ))  # fmt: skip
+
+    def record(self) -> ScheduleRecord:
+        """The schedule as the ``Schedules`` facet returns it (the fields have its names)."""
+        return ScheduleRecord(**self._asdict())
+
+
+class LockedSchedule(NamedTuple):
+    """``lock_schedule``: what a fire of the locked schedule compares and moves."""
+
+    next_fire: int
+    last_fire: int | None
+    last_run_id: str | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LockedSchedule:
+        """Convert a ``lock_schedule`` row."""
+        next_fire, last_fire, last_run_id = row
+        return _new(cls, (int(next_fire), _optional_int(last_fire), _optional_text(last_run_id)))
+
+
+class TickRow(NamedTuple):
+    """A recorded tick as ``TICK_COLUMNS`` reads it (``tick_history``)."""
+
+    schedule_id: str
+    at: int
+    outcome: TickOutcome
+    reason: str
+    node: str
+    recorded_at: int
+    run_id: str | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> TickRow:
+        """Convert a row of ``TICK_COLUMNS``."""
+        schedule_id, at, outcome, reason, node, recorded_at, run_id = row
+        return _new(cls, (
+            to_text(schedule_id), int(at), TickOutcome(to_text(outcome)), to_text(reason),
+            to_text(node), int(recorded_at), _optional_text(run_id),
+        ))  # fmt: skip
+
+    def record(self) -> TickRecord:
+        """The tick as ``schedule_history`` returns it (the fields have its names)."""
+        return TickRecord(**self._asdict())
+
+
+class TickKey(NamedTuple):
+    """``prunable_ticks``: the primary key of a tick to delete."""
+
+    schedule_id: str
+    at: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> TickKey:
+        """Convert a ``prunable_ticks`` row."""
+        schedule_id, at = row
+        return _new(cls, (to_text(schedule_id), int(at)))

@@ -158,7 +158,7 @@ class Schema(Part):
         with self._tx.connections.connection() as conn:
             cursor = conn.cursor()
             try:
-                for table in ("signals", "steps", "runs", "migrations"):
+                for table in ("ticks", "schedules", "signals", "steps", "runs", "migrations"):
                     self._dialect.begin_migration(cursor)
                     cursor.execute(f"DROP TABLE IF EXISTS {getattr(tables, table)}")
                     conn.commit()

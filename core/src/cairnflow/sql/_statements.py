@@ -2,13 +2,15 @@
 
 Templates, grouped by the transition that runs them, so a statement is found
 by its name and read as SQL. :class:`~cairnflow.sql.Queries` renders them once
-per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}`` and
-``{migrations}`` become the namespace's quoted tables, ``{for_update}``,
+per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``,
+``{schedules}``, ``{ticks}`` and ``{migrations}`` become the namespace's quoted
+tables, ``{for_update}``,
 ``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and
 the column lists below are filled in. What only a call knows is left in braces
 for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
 one ``?`` per item (:func:`~cairnflow.sql._queries.marks`), ``{held}`` one
-fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{ready}``
+fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}``
+one primary key per tick, ``{ready}``
 the claim's ready subquery, ``{queues}``, ``{whens}`` and ``{filters}``
 optional clauses. Values are always bound, never formatted in.
 
@@ -22,7 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RUN_COLUMNS", "STEP_COLUMNS", "UNFINISHED", "render"]
+__all__ = [
+    "RUN_COLUMNS",
+    "SCHEDULE_COLUMNS",
+    "STEP_COLUMNS",
+    "TICK_COLUMNS",
+    "UNFINISHED",
+    "render",
+]
 
 UNFINISHED = ("blocked", "scheduled", "ready", "running", "sleeping", "waiting")
 """Step statuses that can still change."""
@@ -42,6 +51,14 @@ CLAIMED_COLUMNS = "id, run_id, name, kind, attempt, failures, reclaims, parents"
 """A claimed step (:class:`~cairnflow.sql._rows.ClaimedStep`)."""
 CLAIM_RUN_COLUMNS = "id, workflow, queue, payload, labels"
 """What an attempt needs of its run (:class:`~cairnflow.sql._rows.ClaimedRun`)."""
+SCHEDULE_COLUMNS = (
+    "id, workflow, name, spec, fingerprint, next_fire, paused, resumed_at, last_fire, "
+    "last_run_id, created_at, updated_at"
+)
+"""A schedule as stored (:class:`~cairnflow.sql._rows.ScheduleRow`, which reads one more:
+whether the run of its last fire is finished)."""
+TICK_COLUMNS = "schedule_id, at, outcome, reason, node, recorded_at, run_id"
+"""A recorded tick (:class:`~cairnflow.sql._rows.TickRow`)."""
 
 
 def _aliased(alias: str, columns: str) -> str:
@@ -55,6 +72,9 @@ _FRAGMENTS = {
     "claimed_columns_s": _aliased("s", CLAIMED_COLUMNS),
     "claim_run_columns": CLAIM_RUN_COLUMNS,
     "claim_run_columns_r": _aliased("r", CLAIM_RUN_COLUMNS),
+    "schedule_columns": SCHEDULE_COLUMNS,
+    "schedule_columns_s": _aliased("s", SCHEDULE_COLUMNS),
+    "tick_columns": TICK_COLUMNS,
     "unfinished": ", ".join(f"'{status}'" for status in UNFINISHED),
     # What a claim sets on each step it leases.
     "claimed_set": """
@@ -377,6 +397,106 @@ STEP_COUNTS = """
             WHERE run_id IN ({ids})
             GROUP BY run_id, status"""
 """How many steps of each run have each status."""
+
+# -- schedules (the fire of a tick locks its schedule row first, then writes ticks and runs) ----
+# A schedule is read with whether the run of its last fire is finished (overlap: skip): a run
+# that is not there (never fired, or deleted since) counts as finished, as does every state but
+# 'active'. One join by the runs' unique id, instead of a second statement per schedule.
+_SCHEDULES_READ = """
+            SELECT {schedule_columns_s}, CASE WHEN r.state = 'active' THEN 0 ELSE 1 END
+            FROM {schedules} s LEFT JOIN {runs} r ON r.id = s.last_run_id"""
+
+GET_SCHEDULE = (
+    _SCHEDULES_READ
+    + """
+            WHERE s.id = ?"""
+)
+"""One schedule, as saving returns it."""
+
+LIST_SCHEDULES = (
+    _SCHEDULES_READ
+    + """
+            WHERE 1 = 1{filters}
+            ORDER BY s.workflow, s.name"""
+)
+"""Every schedule (of some workflows), by workflow and name."""
+
+# Through the (workflow, next_fire) index: a client reads its own workflows' due rows only,
+# and sorts no more than those.
+DUE_SCHEDULES = (
+    _SCHEDULES_READ
+    + """
+            WHERE s.workflow IN ({workflows}) AND s.next_fire <= ?
+            ORDER BY s.next_fire, s.id
+            LIMIT ?"""
+)
+"""Schedules whose next fire came, earliest first: what a housekeeping pass fires."""
+
+# MySQL assigns a single-table UPDATE's SET list from left to right, each assignment seeing
+# the ones before it: next_fire is decided first, while fingerprint still holds the stored one.
+UPDATE_SCHEDULE = """
+            UPDATE {schedules}
+            SET next_fire = CASE WHEN fingerprint = ? THEN next_fire ELSE ? END,
+                spec = ?, fingerprint = ?, updated_at = ?
+            WHERE id = ?"""
+"""Save a schedule that exists: a redeploy of the same declaration keeps its next fire, its
+pause and its last fire."""
+
+INSERT_SCHEDULE = """
+            INSERT INTO {schedules} ({schedule_columns})
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+"""Save a schedule that is not there yet (as given)."""
+
+DELETE_SCHEDULE = "DELETE FROM {schedules} WHERE id = ?"
+"""Remove a schedule (its row first: the lock a fire of it would take)."""
+
+# By the primary key's leading column: no secondary range, so no gap locks on InnoDB.
+DELETE_TICKS_OF = "DELETE FROM {ticks} WHERE schedule_id = ?"
+"""Forget the ticks of a removed schedule."""
+
+LOCK_SCHEDULE = """
+            SELECT next_fire, last_fire, last_run_id FROM {schedules} WHERE id = ?{for_update}"""
+"""Lock one schedule (every fire of it queues here); read what a fire compares and moves."""
+
+INSERT_TICK = "INSERT INTO {ticks} ({tick_columns}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+"""Record a tick (``executemany``): a tick recorded already is refused by the primary key."""
+
+FIRED = """
+            UPDATE {schedules} SET next_fire = ?, last_fire = ?, last_run_id = ?
+            WHERE id = ?"""
+"""Move the locked schedule's next fire and remember its last fired tick and run."""
+
+# COALESCE keeps resumed_at when pausing (the value bound is NULL) and sets it when resuming.
+PAUSE_SCHEDULE = """
+            UPDATE {schedules}
+            SET paused = ?, resumed_at = COALESCE(?, resumed_at), updated_at = ?
+            WHERE id = ?"""
+"""Pause a schedule, or resume it from now (ticks due before never fire)."""
+
+# The primary key (schedule_id, at) read backwards: no sort, stops after LIMIT rows.
+TICK_HISTORY = """
+            SELECT {tick_columns} FROM {ticks}
+            WHERE schedule_id = ?
+            ORDER BY at DESC
+            LIMIT ?"""
+"""A schedule's last recorded ticks, newest first."""
+
+# A plain read, oldest first through the recorded_at index; "a newer tick of the schedule
+# exists" is one primary-key probe per row and keeps each schedule's newest tick. The rows
+# are then deleted by primary key (DELETE_TICKS), never by this range: on InnoDB a DELETE
+# over a secondary range takes gap locks, which deadlock with the inserts of a fire.
+PRUNABLE_TICKS = """
+            SELECT t.schedule_id, t.at FROM {ticks} t
+            WHERE t.recorded_at < ?
+                AND EXISTS (
+                    SELECT 1 FROM {ticks} n WHERE n.schedule_id = t.schedule_id AND n.at > t.at
+                )
+            ORDER BY t.recorded_at
+            LIMIT ?"""
+"""The keys of ticks recorded before a time, oldest first, never a schedule's newest."""
+
+DELETE_TICKS = "DELETE FROM {ticks} WHERE {tick_keys}"
+"""Delete ticks by primary key (``{tick_keys}``: one ``schedule_id = ? AND at = ?`` each)."""
 
 # -- schema -----------------------------------------------------------------------------------
 LEDGER_DDL = (

@@ -20,7 +20,8 @@ hands the call to its part:
 * :mod:`._leases`: ``renew``, ``heartbeat``, ``record_progress``, ``hand_back``,
   ``reclaim_expired``;
 * :mod:`._outcomes`: ``finish*``, ``advance_due``, ``send_signal``, ``cancel_run``;
-* :mod:`._reads`: ``get_run``, ``list_runs``, ``database_now``.
+* :mod:`._reads`: ``get_run``, ``list_runs``, ``database_now``;
+* :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -32,9 +33,11 @@ from typing import Any
 
 from .. import ids
 from .._caps import Cap
+from .._checks import check_int
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
+    FACETS,
     AdvanceResult,
     AttemptState,
     ClaimedAttempt,
@@ -46,10 +49,13 @@ from ..store import (
     RenewResult,
     RunPage,
     RunQuery,
+    ScheduleRecord,
     SignalResult,
     StoredRun,
     StoreInfo,
+    TickRecord,
 )
+from ..store import Schedules as SchedulesFacet
 from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
@@ -60,11 +66,16 @@ from ._outcomes import Outcomes
 from ._parts import Context
 from ._queries import Queries
 from ._reads import Reads
+from ._schedules import Schedules
 from ._schema import Schema
 from ._tables import Tables
 from ._transactions import StoreStats, Transactions
 
-__all__ = ["SQL_CAPABILITIES", "SQLStore", "StoreStats"]
+__all__ = ["SCHEDULE_CAPABILITIES", "SQL_CAPABILITIES", "SQLStore", "StoreStats"]
+
+SCHEDULE_CAPABILITIES = next(f for f in FACETS if f.protocol is SchedulesFacet).capabilities
+"""CRON and the capabilities built on it: every one the ``Schedules`` facet carries, since
+the layer implements the whole facet (:mod:`._schedules`)."""
 
 SQL_CAPABILITIES = frozenset(
     {
@@ -86,6 +97,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.HEARTBEAT,
         Cap.PROGRESS,
         Cap.RUN_QUERY,
+        *SCHEDULE_CAPABILITIES,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -118,8 +130,7 @@ class SQLStore:
         tx_attempts: int = 5,
         notifier: Notifier | None = None,
     ) -> None:
-        if isinstance(tx_attempts, bool) or not isinstance(tx_attempts, int) or tx_attempts < 1:
-            raise ValueError(f"tx_attempts must be an int >= 1, got {tx_attempts!r}")
+        check_int("tx_attempts", tx_attempts, minimum=1)
         self.tables = Tables.build(table_prefix, schema, dialect.quote)
         self.dialect = dialect
         self.stats = StoreStats()
@@ -154,6 +165,7 @@ class SQLStore:
         self._leases = Leases(context)
         self._outcomes = Outcomes(context, claims=self._claims, leases=self._leases)
         self._reads = Reads(context)
+        self._schedules = Schedules(context, enqueue=self._enqueue)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -317,6 +329,51 @@ class SQLStore:
     def database_now(self) -> int:
         """The server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``)."""
         return self._reads.database_now()
+
+    # -- schedules ---------------------------------------------------------------------------
+    def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """Insert, or update keeping the next fire of an unchanged fingerprint."""
+        return self._schedules.save_schedule(record)
+
+    def remove_schedule(self, schedule_id: str) -> bool:
+        """Delete a schedule and its ticks; False if there was none."""
+        return self._schedules.remove_schedule(schedule_id)
+
+    def list_schedules(self, workflows: Collection[str] | None = None) -> list[ScheduleRecord]:
+        """Every schedule (of ``workflows``), by workflow and name."""
+        return self._schedules.list_schedules(workflows)
+
+    def due_schedules(
+        self, *, now: int, workflows: Collection[str], limit: int
+    ) -> list[ScheduleRecord]:
+        """Schedules of ``workflows`` due at ``now``, earliest first."""
+        return self._schedules.due_schedules(now=now, workflows=workflows, limit=limit)
+
+    def fire_ticks(
+        self,
+        schedule_id: str,
+        *,
+        expected_next: int | None,
+        next_fire: int,
+        ticks: Sequence[TickRecord],
+        runs: Sequence[NewRun],
+    ) -> list[str] | None:
+        """Compare and swap the next fire, record the ticks, create the runs (schedule locked)."""
+        return self._schedules.fire_ticks(
+            schedule_id, expected_next=expected_next, next_fire=next_fire, ticks=ticks, runs=runs
+        )
+
+    def set_schedule_paused(self, schedule_id: str, paused: bool, now: int) -> bool:
+        """Pause, or resume from ``now``."""
+        return self._schedules.set_schedule_paused(schedule_id, paused, now)
+
+    def schedule_history(self, schedule_id: str, limit: int) -> list[TickRecord]:
+        """The schedule's last ``limit`` ticks, newest first."""
+        return self._schedules.schedule_history(schedule_id, limit)
+
+    def prune_ticks(self, *, before: int, limit: int) -> int:
+        """Delete old ticks by primary key, keeping each schedule's newest."""
+        return self._schedules.prune_ticks(before=before, limit=limit)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

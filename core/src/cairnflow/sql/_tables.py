@@ -16,7 +16,7 @@ __all__ = ["PREFIX_PATTERN", "SCHEMA_PATTERN", "TABLES", "Tables"]
 
 PREFIX_PATTERN = r"[a-z_][a-z0-9_]{0,47}"
 SCHEMA_PATTERN = r"[a-z_][a-z0-9_]{0,62}"
-TABLES = ("runs", "steps", "signals", "migrations")
+TABLES = ("runs", "steps", "signals", "schedules", "ticks", "migrations")
 """Every table of the schema, without prefix."""
 
 
@@ -29,6 +29,8 @@ class Tables:
     runs: str
     steps: str
     signals: str
+    schedules: str
+    ticks: str
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -50,6 +52,8 @@ class Tables:
             runs=name("runs"),
             steps=name("steps"),
             signals=name("signals"),
+            schedules=name("schedules"),
+            ticks=name("ticks"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -57,14 +61,16 @@ class Tables:
     def template(self) -> dict[str, str]:
         """The placeholders of query and migration templates.
 
-        ``{runs}``, ``{steps}``, ``{signals}``, ``{migrations}``: qualified, quoted
-        table names; ``{p}``: the raw (validated) prefix, for index names;
-        ``{schema}``: the quoted schema and a dot, or nothing.
+        ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
+        ``{migrations}``: qualified, quoted table names; ``{p}``: the raw (validated)
+        prefix, for index names; ``{schema}``: the quoted schema and a dot, or nothing.
         """
         return {
             "runs": self.runs,
             "steps": self.steps,
             "signals": self.signals,
+            "schedules": self.schedules,
+            "ticks": self.ticks,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

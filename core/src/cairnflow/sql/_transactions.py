@@ -31,6 +31,7 @@ from ._errors import ErrorClassifier
 
 __all__ = [
     "CountingCursor",
+    "Rollback",
     "StoreStats",
     "Transactions",
     "UniqueViolation",
@@ -71,6 +72,14 @@ class StoreStats:
 
 class UniqueViolation(Exception):
     """A unique index refused a write (raised inside the SQL layer only)."""
+
+
+class Rollback(Exception):
+    """Raised by a transaction's work to end it writing nothing, though no error occurred.
+
+    The runner rolls back and raises it again as it is: never sorted, never retried
+    (a compare-and-swap that did not apply: a tick another node recorded first).
+    """
 
 
 def unavailable(driver: str, error: BaseException) -> Unavailable:
@@ -187,7 +196,7 @@ class Transactions:
                         # may have opened a transaction of their own: end it.
                         conn.commit()
                     return result
-                except CairnError:
+                except (CairnError, Rollback):
                     rollback_quietly(conn)
                     raise
                 except Exception as error:

@@ -28,6 +28,7 @@ from ._records import (
     ClaimedAttempt,
     ClaimRequest,
     FinishResult,
+    Leader,
     NewRun,
     Outcome,
     ScheduleRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "BatchOutcomes",
     "Facet",
     "KernelOutcomes",
+    "Leadership",
     "Schedules",
     "ServerClock",
     "StoreContractError",
@@ -177,6 +179,28 @@ class Schedules(Protocol):
         ...
 
 
+@runtime_checkable
+class Leadership(Protocol):
+    """``Cap.LEADER_ELECTION``: a lease row per role that one node holds at a time.
+
+    Requirement: ``claim_leadership`` is one atomic step: the node that holds
+    an unexpired lease extends it; a lease that expired before ``lease_now``
+    (or none) goes to the caller with the term incremented; otherwise the
+    holder stays and is returned. Two callers never both get an unexpired
+    lease of one role.
+    """
+
+    def claim_leadership(
+        self, role: str, node: str, *, lease_now: int, lease_until: int
+    ) -> Leader:
+        """Take or extend the lease of ``role`` for ``node``; return who holds it now."""
+        ...
+
+    def resign_leadership(self, role: str, node: str) -> None:
+        """End ``node``'s lease of ``role`` now, if it holds it (a clean stop hands over)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -278,6 +302,12 @@ FACETS: tuple[Facet, ...] = (
             }
         ),
     ),
+    Facet(
+        "leadership",
+        Leadership,
+        ("claim_leadership", "resign_leadership"),
+        frozenset({Cap.LEADER_ELECTION}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -356,6 +386,7 @@ class StoreFacets:
     transactional: TransactionalEnqueue | None
     clock: ServerClock | None
     schedules: Schedules | None
+    leadership: Leadership | None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -372,4 +403,9 @@ class StoreFacets:
             ),
             clock=store if Cap.DATABASE_CLOCK in caps and isinstance(store, ServerClock) else None,
             schedules=store if Cap.CRON in caps and isinstance(store, Schedules) else None,
+            leadership=(
+                store
+                if Cap.LEADER_ELECTION in caps and isinstance(store, Leadership)
+                else None
+            ),
         )

@@ -6,6 +6,10 @@ a durable store does, which makes it the executable specification the SQL
 layer is checked against by the conformance kit. It is not durable and cannot
 be shared between processes; in exchange it can run an unregistered Python
 callable (``Cap.CLOSURE``).
+
+The module is over 600 lines because it is the whole kernel in one place, read
+side by side with the SPI it specifies; its facets live in modules of their own
+(:mod:`._memory_schedules`).
 """
 
 from __future__ import annotations
@@ -132,6 +136,7 @@ class MemoryStore(MemorySchedules):
             Cap.TICK_EVENTS,
             Cap.SCHEDULE_LIST,
             Cap.SCHEDULE_HISTORY,
+            Cap.LEADER_ELECTION,
         }
     )
     spi_version = SPI_VERSION

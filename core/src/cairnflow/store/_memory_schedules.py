@@ -1,4 +1,5 @@
-"""The ``Schedules`` facet of ``memory://``: schedules and their ticks in dictionaries.
+"""The ``Schedules`` and ``Leadership`` facets of ``memory://``: schedules, their ticks and
+leadership leases in dictionaries.
 
 A part of :class:`~cairnflow.store.MemoryStore` kept in its own module (the
 store's run and step transitions fill one already). It shares the store's
@@ -12,7 +13,7 @@ import dataclasses
 import threading
 from collections.abc import Collection, Sequence
 
-from ._records import ACTIVE, NewRun, ScheduleRecord, TickOutcome, TickRecord
+from ._records import ACTIVE, Leader, NewRun, ScheduleRecord, TickOutcome, TickRecord
 
 __all__ = ["MemorySchedules"]
 
@@ -25,6 +26,7 @@ class MemorySchedules:
     def __init__(self) -> None:
         self._schedules: dict[str, ScheduleRecord] = {}
         self._ticks: dict[str, dict[int, TickRecord]] = {}
+        self._leaders: dict[str, Leader] = {}
 
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:  # the store's
         raise NotImplementedError
@@ -157,3 +159,28 @@ class MemorySchedules:
             return record
         finished = self._run_state(record.last_run_id) != ACTIVE
         return dataclasses.replace(record, last_run_finished=finished)
+
+    # -- the leadership facet ----------------------------------------------------------------
+    def claim_leadership(
+        self, role: str, node: str, *, lease_now: int, lease_until: int
+    ) -> Leader:
+        """Extend ``node``'s lease, or take an expired one with the term grown by one."""
+        with self._lock:
+            held = self._leaders.get(role)
+            if held is not None and held.node != node and held.lease_until >= lease_now:
+                return held
+            if held is None:
+                term = 1
+            elif held.node == node and held.lease_until >= lease_now:
+                term = held.term
+            else:
+                term = held.term + 1
+            self._leaders[role] = Leader(role, node, term, lease_until)
+            return self._leaders[role]
+
+    def resign_leadership(self, role: str, node: str) -> None:
+        """End ``node``'s lease now, if it holds it."""
+        with self._lock:
+            held = self._leaders.get(role)
+            if held is not None and held.node == node:
+                self._leaders[role] = dataclasses.replace(held, lease_until=0)

@@ -23,6 +23,7 @@ __all__ = [
     "ExpiredAttempt",
     "Failed",
     "FinishResult",
+    "Leader",
     "NewRun",
     "NewStep",
     "Outcome",
@@ -77,7 +78,9 @@ class NewStep:
 
 @dataclass(frozen=True, slots=True)
 class NewRun:
-    """A run to create. Root steps start ready and due at ``run_at``."""
+    """A run to create, as the client prepared it from a :class:`cairnflow.Job` (or a
+    schedule's tick): the payload encoded, the workflow's steps, queue and priority
+    resolved, times absolute. Root steps start ready and due at ``run_at``."""
 
     workflow: str
     queue: str
@@ -362,6 +365,21 @@ class ScheduleRecord:
     """False while the run of the last fired tick is unfinished (read with the schedule)."""
     created_at: int = 0
     updated_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who holds a role's leadership lease (the ``Leadership`` facet), and until when.
+
+    ``term`` grows by one on every handover: a fencing token that tells a new
+    leader's acts from a deposed one's.
+    """
+
+    role: str
+    node: str
+    term: int
+    lease_until: int
+    """On the lease clock (Unix nanoseconds)."""
 
 
 class TickOutcome(StrEnum):

@@ -10,9 +10,16 @@ from typing import Any
 import pymysql
 from pymysql.constants import CLIENT
 
-from cairnflow import CairnError, Cap, Unavailable, ids
+from cairnflow import CairnError, Cap, StoreOpenError, Unavailable, ids
 from cairnflow.notify import LOCAL
-from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
+from cairnflow.sql import (
+    SQL_CAPABILITIES,
+    ErrorClassifier,
+    SQLStore,
+    Tables,
+    check_int,
+    load_migrations,
+)
 from cairnflow.store import StoreInfo
 
 from ._dialect import MySQLDialect
@@ -146,12 +153,10 @@ class MySQLStore(SQLStore):
         prefix: str = opts.get("table_prefix", "cf_")
         # Refuse a bad prefix before anything touches the server.
         Tables.build(prefix, None, MySQLDialect().quote)
-        size = opts.get("pool_size", 16)
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"pool_size must be an int >= 1, got {size!r}")
+        size = check_int("pool_size", opts.get("pool_size", 16), minimum=1)
         wait = opts.get("lock_wait_timeout")
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int) or wait < 1):
-            raise ValueError(f"lock_wait_timeout must be an int >= 1 second, got {wait!r}")
+        if wait is not None:
+            wait = check_int("lock_wait_timeout", wait, minimum=1)
         self.url = target
         self.database = target.database
         self.lock_wait_timeout: int | None = wait
@@ -230,7 +235,7 @@ class MySQLStore(SQLStore):
         except pymysql.err.MySQLError as error:
             if classify_mysql_error(error).unavailable:
                 raise Unavailable(f"cannot connect to {where}: {error}") from error
-            raise CairnError(f"cannot connect to {where}: {error}") from error
+            raise StoreOpenError(f"cannot connect to {where}: {error}") from error
         try:
             with conn.cursor() as cursor:
                 raw = _select_version(cursor)

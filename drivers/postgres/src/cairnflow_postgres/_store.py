@@ -17,8 +17,15 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from cairnflow import CairnError, Cap, InvalidName, Unavailable, ids
-from cairnflow.sql import SQL_CAPABILITIES, ErrorClassifier, SQLStore, Tables, load_migrations
+from cairnflow import CairnError, Cap, InvalidName, StoreOpenError, Unavailable, ids
+from cairnflow.sql import (
+    SQL_CAPABILITIES,
+    ErrorClassifier,
+    SQLStore,
+    Tables,
+    check_int,
+    load_migrations,
+)
 from cairnflow.store import StoreInfo
 
 from ._dialect import PostgresDialect
@@ -153,6 +160,48 @@ def _server_name(version: int) -> str:
     return f"PostgreSQL {version // 10000}.{version // 100 % 100}.{version % 100}"
 
 
+_CONNECT_TIMEOUT = 5
+"""Seconds a connection attempt may take, unless the DSN sets ``connect_timeout``."""
+
+# SQLSTATE classes a connection attempt fails with that no retry will mend: invalid
+# authorization (a role or password), an unknown database.
+_NOT_TRANSIENT = ("28", "3D")
+
+
+def _wait_for_first_connection(
+    pool: ConnectionPool[Any], dsn: str, kwargs: dict[str, Any], shown: str, timeout: int
+) -> None:
+    """Wait until the pool's first connections are made, or fail with the server's reason.
+
+    Without this, a wrong role, database or port surfaces as a pool timeout
+    ("couldn't get a connection after 30 s") at first use, the cause only in
+    the log. On a failure the pool is closed and the error of one direct
+    connection attempt is raised: :class:`~cairnflow.StoreOpenError` for what
+    no retry mends (authorization, an unknown database),
+    :class:`~cairnflow.Unavailable` for a server that does not answer.
+    """
+    deadline = time.monotonic() + timeout + 1.0
+    while True:  # in slices: a refused attempt is reported at once, not after the timeout
+        try:
+            pool.wait(timeout=0.1)
+            return
+        except PoolTimeout:
+            pass
+        failed = pool.get_stats().get("connections_errors", 0) > 0
+        if failed or time.monotonic() >= deadline:
+            break
+    pool.close()
+    try:
+        psycopg.connect(dsn, **kwargs).close()
+    except psycopg.Error as error:
+        sqlstate = getattr(error, "sqlstate", None) or ""
+        reason = str(error).strip()
+        if sqlstate.startswith(_NOT_TRANSIENT) or "does not exist" in reason:
+            raise StoreOpenError(f"cannot open {shown}: {reason}") from error
+        raise Unavailable(f"cannot connect to {shown}: {reason}") from error
+    raise Unavailable(f"cannot connect to {shown}: no connection within {timeout}s")
+
+
 class PostgresStore(SQLStore):
     """A store in PostgreSQL: durable, shared by every process of every machine.
 
@@ -203,9 +252,8 @@ class PostgresStore(SQLStore):
         # Every identifier is checked before anything is opened: a refused name opens nothing.
         Tables.build(table_prefix, schema, dialect.quote)
         _check_schema_name(schema)
-        for name, size in (("min_size", min_size), ("max_size", max_size)):
-            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {size!r}")
+        check_int("min_size", min_size, minimum=0)
+        check_int("max_size", max_size, minimum=0)
         if max_size < max(min_size, 1):
             raise ValueError(f"max_size must be >= max(min_size, 1), got {max_size!r}")
         if not pool_timeout > 0:
@@ -223,9 +271,16 @@ class PostgresStore(SQLStore):
             assert dsn is not None
             shown = redact(dsn)
             extra: dict[str, Any] = {"autocommit": False}
+            given: dict[str, Any] = {}
             with contextlib.suppress(Exception):
-                if "application_name" not in conninfo_to_dict(dsn):
-                    extra["application_name"] = "cairnflow"
+                given = conninfo_to_dict(dsn)
+            if "application_name" not in given:
+                extra["application_name"] = "cairnflow"
+            # Each connection attempt gives up after a few seconds (libpq waits forever by
+            # default), so a server that does not answer is reported, not waited on.
+            connect_timeout = int(given.get("connect_timeout") or _CONNECT_TIMEOUT)
+            if "connect_timeout" not in given:
+                extra["connect_timeout"] = connect_timeout
             pool = ConnectionPool(
                 dsn,
                 min_size=min_size,
@@ -237,6 +292,7 @@ class PostgresStore(SQLStore):
                 open=True,
             )
             owned = True
+            _wait_for_first_connection(pool, dsn, extra, shown, connect_timeout)
         self.pool: ConnectionPool[Any] = pool
         """The pool the store (and its notifier) borrows connections from."""
         self.schema = schema

@@ -8,12 +8,11 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from cairnflow.sql import TABLES
+
 from ._store import PostgresStore
 
 __all__ = ["TABLES", "drop_namespace", "make_store", "unique_prefix"]
-
-TABLES = ("runs", "steps", "signals", "migrations")
-"""The tables of one namespace, without prefix."""
 
 
 def make_store(
