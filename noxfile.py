@@ -59,9 +59,7 @@ def _drivers() -> list[str]:
 
 
 def _install_all(session: nox.Session, *extra: str) -> None:
-    session.install(
-        *_editable(CORE, CONFORMANCE, *_drivers(), PG8000_DRIVER), *TEST_DEPS, *extra
-    )
+    session.install(*_editable(CORE, CONFORMANCE, *_drivers(), PG8000_DRIVER), *TEST_DEPS, *extra)
 
 
 @nox.session

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from importlib import resources
 
 import pg8000.dbapi
 import pytest
 
 from cairnflow import CairnError, Unavailable
-from cairnflow.sql import split_statements
-from cairnflow.sql.reference import reference_schema
+from cairnflow.sql import load_migrations, split_statements
+from cairnflow.sql.reference import reference_migrations
 from cairnflow_pg8000 import Pg8000Store, classify, connect_arguments
 
 
@@ -22,15 +21,20 @@ def _statements(sql: str) -> list[str]:
     ]
 
 
-def test_the_first_migration_is_the_reference_schema() -> None:
-    shipped = resources.files("cairnflow_pg8000").joinpath("migrations/001_init.sql")
-    assert shipped.read_text(encoding="utf-8") == reference_schema("postgres")
+def test_the_migrations_are_the_reference_schema() -> None:
+    shipped = load_migrations("cairnflow_pg8000")
+    assert [(m.label, m.text) for m in shipped] == [
+        (m.label, m.text) for m in reference_migrations("postgres")
+    ]
 
 
-def test_the_reference_schema_is_the_postgres_drivers_first_migration() -> None:
-    postgres = pytest.importorskip("cairnflow_postgres", reason="cairnflow-postgres not installed")
-    theirs = resources.files(postgres).joinpath("migrations/001_init.sql")
-    assert _statements(reference_schema("postgres")) == _statements(theirs.read_text("utf-8"))
+def test_the_reference_schema_is_the_postgres_drivers() -> None:
+    pytest.importorskip("cairnflow_postgres", reason="cairnflow-postgres is not installed")
+    theirs = load_migrations("cairnflow_postgres")
+    ours = reference_migrations("postgres")
+    assert [m.label for m in ours] == [m.label for m in theirs][: len(ours)]
+    for reference, postgres in zip(ours, theirs, strict=False):
+        assert _statements(reference.text) == _statements(postgres.text), reference.label
 
 
 def test_a_url_becomes_connect_arguments() -> None:

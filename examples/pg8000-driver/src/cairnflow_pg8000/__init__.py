@@ -9,7 +9,7 @@
 
 Built the way the conformance kit's README ("Write a driver", the SQL path)
 says: a :class:`~cairnflow.sql.Dialect`, a :class:`~cairnflow.sql.QueuePool`,
-one migration rendered from :func:`cairnflow.sql.reference.reference_schema`,
+migrations rendered by :func:`cairnflow.sql.reference.reference_migrations`,
 and an entry point.
 """
 

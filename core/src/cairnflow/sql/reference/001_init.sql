@@ -1,14 +1,15 @@
--- The reference schema of cairnflow's SQL layer, version 1: the tables, columns and indexes
--- every statement of cairnflow.sql reads and writes (core/src/cairnflow/sql/_statements.py).
+-- The reference schema of cairnflow's SQL layer, version 1: runs, their steps, and signals kept
+-- for their waits, as every statement of cairnflow.sql reads and writes them
+-- (core/src/cairnflow/sql/_statements.py).
 --
--- A new SQL engine does not copy another driver's migration: it renders this file with its
--- own types (python -m cairnflow.sql.reference --types ENGINE, or reference_schema()) and
--- saves the result ONCE as its migrations/001_init.sql. Never render it at import time: an
--- applied migration is checked against the checksum of its file, so a driver's migrations are
--- frozen files, and later reference versions arrive as new numbered files.
+-- A new SQL engine does not copy another driver's migrations: it renders these files with its
+-- own types (python -m cairnflow.sql.reference --types ENGINE --into its migrations/) and
+-- ships the results as ITS migration files. Never render them at import time: an applied
+-- migration is checked against the checksum of its file, so a driver's migrations are frozen
+-- files, and a later reference version arrives as a new numbered file.
 --
 -- Two kinds of placeholder:
---   $identity $int $bigint $text $bytes   types, filled by reference_schema() (see TYPES);
+--   $identity $int $bigint $text $bytes   types, filled by reference_migrations() (see TYPES);
 --   {runs} {steps} {signals} {p}          the namespace, filled per store by the SQL layer from
 --                                         its validated, quoted Tables (left as they are here).
 --
