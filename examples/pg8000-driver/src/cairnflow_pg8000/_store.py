@@ -17,7 +17,14 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import pg8000.dbapi
 
 from cairnflow import CairnError, Unavailable
-from cairnflow.sql import SQL_CAPABILITIES, QueuePool, SQLStore, load_migrations
+from cairnflow.sql import (
+    SQL_CAPABILITIES,
+    QueuePool,
+    SQLStore,
+    check_int,
+    check_seconds,
+    load_migrations,
+)
 from cairnflow.store import StoreInfo
 
 from ._dialect import Pg8000Dialect, classify
@@ -94,8 +101,8 @@ class Pg8000Store(SQLStore):
         dialect = Pg8000Dialect()
         pool = QueuePool(
             lambda: _connect(arguments, shown),
-            max_size=max_size,
-            timeout=pool_timeout,
+            max_size=check_int("max_size", max_size, minimum=1),
+            timeout=check_seconds("pool_timeout", pool_timeout),
             broken=lambda error: classify(error).unavailable,
         )
         super().__init__(
