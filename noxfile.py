@@ -29,7 +29,15 @@ DRIVERS = {
 }
 CONFORMANCE = "./conformance"
 EXAMPLE_DRIVER = "./examples/third-party-driver"
-TYPED = ["core/src", f"{CONFORMANCE}/src", f"{EXAMPLE_DRIVER}/src"]
+PG8000_DRIVER = "./examples/pg8000-driver"
+KIT_MUTANTS = f"{CONFORMANCE}/mutants/kit_mutants.py"
+TYPED = [
+    "core/src",
+    f"{CONFORMANCE}/src",
+    f"{CONFORMANCE}/mutants",
+    f"{EXAMPLE_DRIVER}/src",
+    f"{PG8000_DRIVER}/src",
+]
 TEST_DEPS = ["pytest>=8", "pytest-xdist>=3.5", "pytest-timeout>=2.3"]
 DEMO_DB = ROOT / ".cairnflow-demo" / "demo.db"
 
@@ -51,7 +59,7 @@ def _drivers() -> list[str]:
 
 
 def _install_all(session: nox.Session, *extra: str) -> None:
-    session.install(*_editable(CORE, CONFORMANCE, *_drivers()), *TEST_DEPS, *extra)
+    session.install(*_editable(CORE, CONFORMANCE, *_drivers(), PG8000_DRIVER), *TEST_DEPS, *extra)
 
 
 @nox.session
@@ -87,8 +95,9 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Everything CI runs: lint, types, unit and integration tests, conformance."""
     _tests(session)
-    # The example third-party driver runs the kit from a fresh virtualenv of its own.
+    # The example third-party drivers run the kit from fresh virtualenvs of their own.
     session.notify("conformance-example")
+    session.notify("conformance-pg8000")
 
 
 @nox.session(name="tests-under-load")
@@ -244,11 +253,32 @@ def conformance_example(session: nox.Session) -> None:
     Nothing is editable here: the driver must work as a wheel, found through its
     entry point; writes conformance-report-example.json.
     """
+    _fresh_kit(session, EXAMPLE_DRIVER, "example")
+
+
+@nox.session(name="conformance-pg8000", reuse_venv=False)
+def conformance_pg8000(session: nox.Session) -> None:
+    """The example SQL dialect driver (pg8000) through the kit, from a fresh venv, on Postgres.
+
+    The server is ``CAIRNFLOW_TEST_POSTGRES_URL``; without it the session is
+    skipped, saying so, except under ``$CI`` (``.ci/run`` sets it), where it
+    fails. Writes conformance-report-pg8000.json.
+    """
+    if not os.environ.get("CAIRNFLOW_TEST_POSTGRES_URL"):
+        why = "cairnflow-pg8000 needs a Postgres server: set CAIRNFLOW_TEST_POSTGRES_URL"
+        if os.environ.get("CI"):
+            session.error(f"{why} ($CI is set: it must run here)")
+        session.skip(why)
+    _fresh_kit(session, PG8000_DRIVER, "pg8000")
+
+
+def _fresh_kit(session: nox.Session, driver: str, name: str) -> None:
+    """Build ``driver``, core and the kit as wheels into the session's venv; run its kit."""
     # uv would install workspace members editable (tool.uv.sources): ask for wheels.
     fresh = ["--reinstall", "--no-sources"] if session.venv_backend == "uv" else []
-    session.install(*fresh, CORE, CONFORMANCE, EXAMPLE_DRIVER, *TEST_DEPS)
-    report = ROOT / "conformance-report-example.json"
-    session.chdir(EXAMPLE_DRIVER)
+    session.install(*fresh, CORE, CONFORMANCE, driver, *TEST_DEPS)
+    report = ROOT / f"conformance-report-{name}.json"
+    session.chdir(driver)
     session.run(
         "pytest",
         "-p",
@@ -259,3 +289,31 @@ def conformance_example(session: nox.Session) -> None:
         *session.posargs,
     )
     session.run("python", "-m", "cairnflow_conformance.report", str(report))
+
+
+@nox.session(name="kit-mutants")
+def kit_mutants(session: nox.Session) -> None:
+    """The kit against one-line bugs: each must be refused with its capability named unproven.
+
+    The mutants (``conformance/mutants/kit_mutants.py``) are applied to a scratch
+    copy of ``core/`` and the drivers, installed editable into this session's
+    virtualenv; the working tree is never changed. The Postgres kit runs once
+    unmutated, then once per mutant (about 12 minutes on two cores); ``-- --engine
+    postgres --engine sqlite`` adds the SQLite kit for the SQL layer's mutants,
+    ``-- --only NAME`` picks mutants. Needs ``CAIRNFLOW_TEST_POSTGRES_URL``; not
+    part of ``tests``.
+    """
+    if not os.environ.get("CAIRNFLOW_TEST_POSTGRES_URL"):
+        session.error("kit-mutants runs the Postgres kit: set CAIRNFLOW_TEST_POSTGRES_URL")
+    scratch = Path(session.create_tmp()) / "scratch"
+    session.run("python", KIT_MUTANTS, "prepare", str(scratch))
+    session.install(
+        *_editable(
+            str(scratch / "core"),
+            str(scratch / "drivers" / "sqlite"),
+            f"{scratch / 'drivers' / 'postgres'}{EXTRAS['postgres']}",
+            CONFORMANCE,
+        ),
+        *TEST_DEPS,
+    )
+    session.run("python", KIT_MUTANTS, "run", str(scratch), *session.posargs)

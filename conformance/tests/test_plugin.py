@@ -210,7 +210,7 @@ def test_a_failing_proof_leaves_its_capability_unproven(pytester: pytest.Pyteste
     assert data["unproven"] == ["snooze"]
 
 
-# One kit test of RESULT (of four) is held back; the other three pass.
+# One kit test of RESULT (of five) is held back; the other four pass.
 HELD_BACK = "test_several_last_steps_make_a_dict_result"
 MANGLES_ONE_OUTPUT = """
 def finish(self, token, outcome, now):
@@ -246,7 +246,7 @@ def assert_held_back(pytester: pytest.Pytester, result: pytest.RunResult, how: s
     result.stdout.fnmatch_lines(
         [
             "*3 declared, 2 proven*",
-            f"*UNPROVEN: result (1 of its 4 kit tests on this store did not pass: 1 {outcome})*",
+            f"*UNPROVEN: result (1 of its 5 kit tests on this store did not pass: 1 {outcome})*",
             f"*{test_id}: {how}*",
             "*proof gate FAILED: declared but unproven: result*",
         ]

@@ -15,8 +15,9 @@ from cairnflow.codec import JSONCodec
 from cairnflow.store import RunQuery, Store, StoredRun, StoredStep
 from cairnflow.testing import DEFAULT_BLOCKED, Partition
 
+from ._holds import claim_holder
 from ._processes import WorkerProcesses
-from ._target import StoreTarget, new_namespace
+from ._target import ClaimHolder, StoreTarget, new_namespace
 from .traces import Traces
 
 __all__ = ["Kit"]
@@ -120,6 +121,14 @@ class Kit:
         connection = self.target.app_connection(self.namespace)
         self._connections.append(connection)
         return connection
+
+    def claim_holder(self, store: Store) -> ClaimHolder | None:
+        """How to hold a claim of ``store`` open (see :attr:`StoreTarget.hold_claim`).
+
+        None when the store's claims never overlap (one writer), so there is
+        nothing a claim could skip.
+        """
+        return claim_holder(store, self.target.hold_claim)
 
     def partition(
         self, store: Store | None = None, blocked: Iterable[str] = DEFAULT_BLOCKED

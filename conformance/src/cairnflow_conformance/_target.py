@@ -7,6 +7,7 @@ tests never see each other's rows and can run in parallel (pytest-xdist).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import re
@@ -16,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairnflow import Cap
-from cairnflow.store import Store, StoreInfo
+from cairnflow.store import ClaimRequest, Store, StoreInfo
 
 __all__ = [
     "NAMESPACE_PATTERN",
+    "ClaimHolder",
     "StoreTarget",
     "TargetProbe",
     "load_worker_factory",
@@ -28,6 +30,10 @@ __all__ = [
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 """Every namespace the kit makes matches this: a safe SQL table prefix."""
+
+
+ClaimHolder = Callable[[Store, ClaimRequest], contextlib.AbstractContextManager[object]]
+"""``hold(store, request)``: a claim whose transaction stays open for the ``with`` block."""
 
 
 def new_namespace() -> str:
@@ -73,6 +79,16 @@ class StoreTarget:
     DB-API connection to the same database, autocommit off. The tests that
     prove ``Cap.TRANSACTIONAL_ENQUEUE`` need it; the kit commits, rolls back
     and closes it.
+
+    ``hold_claim(store, request)`` returns a context manager that makes the
+    claim ``store.claim(request)`` would make and keeps its transaction open,
+    with whatever the claim locked, until the ``with`` block exits; then it
+    commits. The ``MULTI_PROCESS`` proof that claims skip what another claim
+    holds (``FOR UPDATE SKIP LOCKED``) uses it. A store built on
+    ``cairnflow.sql`` needs none: the kit holds the claim inside the dialect's
+    ``send_claim``. Leave it None when your store's claims never overlap (one
+    writer at a time, like SQLite): the kit then checks claims one after the
+    other.
     """
 
     factory: Callable[[str], Store]
@@ -81,6 +97,7 @@ class StoreTarget:
     label: str | None = None
     cleanup: Callable[[str], None] | None = None
     app_connection: Callable[[str], Any] | None = None
+    hold_claim: ClaimHolder | None = None
     _probe: TargetProbe | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -23,6 +23,11 @@ of ``postgres``, ``mysql``, ``mariadb`` (default: all of them). A CI machine
 that provides Postgres and MariaDB but no MySQL says
 ``CAIRNFLOW_TEST_REQUIRE=postgres,mariadb``: a missing MySQL is then skipped,
 saying so, while a missing Postgres or MariaDB still fails the run.
+
+A driver on another client library wants the server, not the URL: :func:`parts`
+splits a DSN into its host, port, user, password and database
+(:class:`ServerURL`), and :meth:`ServerURL.with_scheme` gives the same server
+under the driver's own scheme (``pg8000://...`` for a ``postgresql://`` DSN).
 """
 
 from __future__ import annotations
@@ -33,10 +38,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 
-__all__ = ["REQUIRE_ENV", "mariadb", "mysql", "postgres", "require_databases", "required"]
+__all__ = [
+    "REQUIRE_ENV",
+    "ServerURL",
+    "mariadb",
+    "mysql",
+    "parts",
+    "postgres",
+    "require_databases",
+    "required",
+]
 
 REQUIRE_ENV = "CAIRNFLOW_TEST_REQUIRE"
 """Names the servers a run must have (comma list); unset: every one."""
@@ -182,3 +197,56 @@ def mariadb() -> Iterator[str]:
     """A MariaDB DSN (``mysql://...``): env, else ``mariadb:11``, else skip."""
     with _database(_MARIADB) as url:
         yield url
+
+
+@dataclass(frozen=True, slots=True)
+class ServerURL:
+    """The parts of a database URL: what a client library's ``connect()`` takes.
+
+    ``port`` is None when the URL names none (the library's default applies);
+    ``query`` is the URL's query string, without ``?``.
+    """
+
+    scheme: str
+    host: str
+    port: int | None
+    user: str | None
+    password: str | None
+    database: str
+    query: str = ""
+
+    def with_scheme(self, scheme: str) -> str:
+        """The same server as a URL of ``scheme`` (``pg8000://user@host:5432/test``)."""
+        auth = ""
+        if self.user is not None:
+            auth = quote(self.user, safe="")
+            if self.password is not None:
+                auth += ":" + quote(self.password, safe="")
+            auth += "@"
+        port = f":{self.port}" if self.port is not None else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        query = f"?{self.query}" if self.query else ""
+        return f"{scheme}://{auth}{host}{port}/{quote(self.database, safe='')}{query}"
+
+    def __str__(self) -> str:
+        return self.with_scheme(self.scheme)
+
+
+def parts(url: str) -> ServerURL:
+    """Split ``url`` (``postgresql://user:pw@host:port/db?...``, ``mysql://...``) into parts.
+
+    The credentials and the database name are percent-decoded; a URL without
+    a host (a Unix socket through the query string) keeps ``host`` empty.
+    """
+    split = urlsplit(url)
+    if not split.scheme:
+        raise ValueError(f"not a URL: {url!r} (expected scheme://user@host:port/database)")
+    return ServerURL(
+        scheme=split.scheme,
+        host=split.hostname or "",
+        port=split.port,
+        user=unquote(split.username) if split.username is not None else None,
+        password=unquote(split.password) if split.password is not None else None,
+        database=unquote(split.path.lstrip("/")),
+        query=split.query,
+    )

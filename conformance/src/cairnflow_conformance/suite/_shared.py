@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import cairnflow as cf
 from cairnflow.clock import Real
-from cairnflow.store import ClaimRequest, Store
+from cairnflow.store import ClaimedAttempt, ClaimRequest, Store
 from cairnflow.testing import wait_until
 
 if TYPE_CHECKING:
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TIMEOUT",
     "BehindClock",
+    "claim_all",
     "claim_tokens",
     "diamond",
     "enqueue_and_claim",
@@ -66,11 +67,15 @@ def step_status_is(client: cf.Client, run: cf.RunRef, step: str, status: cf.Step
     return client.info(run).steps[step].status is status
 
 
+def claim_all(store: Store, workflow: str) -> list[ClaimedAttempt]:
+    """Claim every ready step of ``workflow`` (up to 10), leased for a minute."""
+    now = time.time_ns()
+    return store.claim(ClaimRequest(frozenset({workflow}), 10, now, now + 60 * 10**9, "kit-node"))
+
+
 def claim_tokens(store: Store, workflow: str) -> dict[str, str]:
     """Claim every ready step of ``workflow`` (up to 10): run id -> lease token."""
-    now = time.time_ns()
-    got = store.claim(ClaimRequest(frozenset({workflow}), 10, now, now + 60 * 10**9, "kit-node"))
-    return {a.run_id: a.token for a in got}
+    return {a.run_id: a.token for a in claim_all(store, workflow)}
 
 
 def enqueue_and_claim(

@@ -98,8 +98,15 @@ class LeaseTests:
             returned.append("rescuer")
             return "rescuer"
 
+        # One worker, busy with the first attempt: the holder's client must not claim the
+        # attempt the rescuer requeued (its leases, too, would look expired from the start).
         holder = cairnflow_kit.client(
-            wf, node_id="kit-holder", lease=3, lease_clock=BehindClock(5), interrupt=False
+            wf,
+            node_id="kit-holder",
+            lease=3,
+            lease_clock=BehindClock(5),
+            interrupt=False,
+            workers=1,
         )
         ref = holder.enqueue("kit-skewed")
         assert holder_started.wait(TIMEOUT)

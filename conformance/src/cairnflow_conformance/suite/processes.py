@@ -11,12 +11,15 @@ from the store.
 from __future__ import annotations
 
 import signal
+import threading
+import time
 from typing import Any
 
 import pytest
 
 import cairnflow as cf
 from cairnflow import Cap
+from cairnflow.store import ClaimedAttempt, ClaimRequest
 
 from .. import workflows
 from .._kit import Kit
@@ -82,6 +85,61 @@ class MultiProcessTests:
         for process in processes:
             assert process.alive, kit.processes.logs()
             assert process.stop() == 0, process.log()
+
+    @proves(Cap.MULTI_PROCESS)
+    def test_a_claim_takes_the_ready_steps_another_claim_holds_no_lock_on(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # Many workers claim at once: a claim must not queue behind another claim's
+        # transaction. While one claim holds the two steps it took (its transaction
+        # still open: FOR UPDATE SKIP LOCKED has them locked), a claim on another store
+        # object returns the two other ready steps, and none of the held ones.
+        kit = cairnflow_kit
+        name = "kit-skip-locked"
+        client = kit.client(cf.Workflow(name, steps=[cf.Step("a", lambda c, d: d)]), start=False)
+        runs = {client.enqueue(name, n).id for n in range(4)}
+        holder, peer = kit.peer_stores(2)
+        now = time.time_ns()
+
+        def request(limit: int, node: str) -> ClaimRequest:
+            return ClaimRequest(frozenset({name}), limit, now, now + 600 * 10**9, node)
+
+        got: list[ClaimedAttempt] = []
+        errors: list[BaseException] = []
+
+        def claim_beside() -> None:
+            try:
+                got.extend(peer.claim(request(10, "kit-peer")))
+            except BaseException as error:  # noqa: BLE001 - asserted on below
+                errors.append(error)
+
+        hold = kit.claim_holder(holder)
+        if hold is None:
+            # The store's claims never overlap (one writer): one after the other, then.
+            holder.claim(request(2, "kit-holder"))
+            claim_beside()
+            waited = False
+        else:
+            beside = threading.Thread(target=claim_beside, name="kit-claim-beside", daemon=True)
+            with hold(holder, request(2, "kit-holder")):
+                beside.start()
+                beside.join(TIMEOUT)
+                waited = beside.is_alive()
+            beside.join(TIMEOUT)
+        assert not errors, errors
+        assert not waited, (
+            "a claim waited for the steps another claim's open transaction holds: claims "
+            "must skip the rows other claims locked (FOR UPDATE SKIP LOCKED), not queue "
+            "behind them"
+        )
+        nodes = {run: kit.stored_step(run, "a") for run in runs}
+        by_node: dict[str | None, set[str]] = {}
+        for run, step in nodes.items():
+            assert (step.status, step.attempt) == (cf.StepStatus.RUNNING, 1), (run, step)
+            by_node.setdefault(step.node, set()).add(run)
+        assert {a.run_id for a in got} == by_node.get("kit-peer"), by_node
+        assert len(by_node.get("kit-holder", ())) == 2, by_node
+        assert len(got) == 2, "the claim beside the held one missed ready steps"
 
     @_GROUP
     @proves(Cap.LEASE, Cap.MULTI_PROCESS)

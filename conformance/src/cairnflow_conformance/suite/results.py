@@ -5,16 +5,18 @@ from __future__ import annotations
 import functools
 import operator
 import threading
+import time
 from typing import Any
 
 import pytest
 
 import cairnflow as cf
 from cairnflow import Cap
+from cairnflow.store import Succeeded
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT, diamond
+from ._shared import TIMEOUT, claim_all, diamond
 
 __all__ = ["ClosureTests", "NodeIdentityTests", "ResultTests", "RunQueryTests"]
 
@@ -39,6 +41,31 @@ class ResultTests:
             "join": {"sum": 220, "payload": 1},
         }
         assert all(s.attempts == 1 and s.failures == 0 for s in info.steps.values())
+
+    @proves(Cap.RESULT)
+    def test_a_join_is_claimed_only_after_its_last_parent_with_every_input(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # At the SPI, each parent finished in its own transaction: after the first, the join
+        # is still blocked and no claim returns it; after the last, a claim returns it with
+        # both parents' outputs as its inputs (the fan-in counter, not "one parent left").
+        store = cairnflow_kit.store
+        wf = cf.Workflow("kit-join-spi")
+        wf.step(lambda c, d: d, name="a")
+        wf.step(lambda c, d: d, name="b")
+        wf.step(lambda c, d: d, name="join", after=["a", "b"])
+        client = cairnflow_kit.client(wf, start=False)
+        ref = client.enqueue("kit-join-spi")
+        parents = {a.step: a.token for a in claim_all(store, "kit-join-spi")}
+        assert set(parents) == {"a", "b"}
+        first = store.finish(parents["a"], Succeeded(b'"from a"'), time.time_ns())
+        assert (first.applied, first.ready) == (True, 0), first
+        assert cairnflow_kit.stored_step(ref, "join").status is cf.StepStatus.BLOCKED
+        assert claim_all(store, "kit-join-spi") == [], "the join was released early"
+        last = store.finish(parents["b"], Succeeded(b'"from b"'), time.time_ns())
+        assert (last.applied, last.ready) == (True, 1), last
+        (join,) = claim_all(store, "kit-join-spi")
+        assert (join.step, join.inputs) == ("join", {"a": b'"from a"', "b": b'"from b"'})
 
     @proves(Cap.RESULT)
     def test_several_last_steps_make_a_dict_result(self, cairnflow_kit: Kit) -> None:
