@@ -308,6 +308,23 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def _idle_counts(engine: Engine, prefix: str, seconds: float) -> dict[str, int]:
+    """What one idle worker process of 16 workers sends in ``seconds`` (after a warm-up)."""
+    with client_processes(
+        engine,
+        prefix,
+        1,
+        workers=16,
+        poll=1.0,
+        workflows=["noop"],
+        measure_idle=True,
+        seconds=seconds,
+    ) as procs:
+        assert procs[0].stdout is not None
+        counts: dict[str, int] = json.loads(procs[0].stdout.readline())
+    return counts
+
+
 def w5_footprint(engine: Engine, *, queued: int, idle_seconds: float) -> dict[str, Any]:
     """Worker RSS and bytes per run with 0 and ``queued`` runs; statements/s of 16 idle workers."""
     result: dict[str, Any] = {"queued": queued}
@@ -327,18 +344,7 @@ def w5_footprint(engine: Engine, *, queued: int, idle_seconds: float) -> dict[st
             result["worker_rss_mb_backlog"] - result["worker_rss_mb_empty"]
         )
     with namespace(engine) as (prefix, _store):
-        with client_processes(
-            engine,
-            prefix,
-            1,
-            workers=16,
-            poll=1.0,
-            workflows=["noop"],
-            measure_idle=True,
-            seconds=idle_seconds,
-        ) as procs:
-            assert procs[0].stdout is not None
-            counts = json.loads(procs[0].stdout.readline())
+        counts = _idle_counts(engine, prefix, idle_seconds)
         result["idle_statements_per_s"] = counts["statements"] / idle_seconds
         result["idle_transactions_per_s"] = counts["transactions"] / idle_seconds
     return result
@@ -375,18 +381,7 @@ def w6_schedules(engine: Engine, *, stored: int, idle_seconds: float) -> dict[st
         client.register(_apps.noop())
         for n in range(1000):
             client.add_schedule("noop", cf.Schedule(f"s{n}", yearly))
-        with client_processes(
-            engine,
-            prefix,
-            1,
-            workers=16,
-            poll=1.0,
-            workflows=["noop"],
-            measure_idle=True,
-            seconds=idle_seconds,
-        ) as procs:
-            assert procs[0].stdout is not None
-            counts = json.loads(procs[0].stdout.readline())
+        counts = _idle_counts(engine, prefix, idle_seconds)
         result["idle_statements_per_s_1000_schedules"] = counts["statements"] / idle_seconds
     return result
 

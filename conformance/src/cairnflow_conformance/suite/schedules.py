@@ -290,12 +290,7 @@ class ScheduleTests:
     ) -> None:
         kit = cairnflow_kit
         clock = Fake(_START)
-        events: list[cf.TickEvent] = []
-        lock = threading.Lock()
-
-        def heard(event: cf.TickEvent) -> None:
-            with lock:
-                events.append(event)
+        events, heard = _listener()
 
         wf = _workflow("reported", windows=[cf.Window(days="fri", start="10:00", end="10:02")])
         for n, store in enumerate(kit.peer_stores(2)):
@@ -484,12 +479,7 @@ class ScheduleTests:
     ) -> None:
         kit = cairnflow_kit
         clock = Fake(_START)
-        events: list[cf.TickEvent] = []
-        lock = threading.Lock()
-
-        def heard(event: cf.TickEvent) -> None:
-            with lock:
-                events.append(event)
+        events, heard = _listener()
 
         lease = 2.0
         stores = kit.peer_stores(2)
@@ -588,6 +578,18 @@ class ScheduleTests:
             if worker.alive:
                 worker.stop()
         _assert_every_tick_once(reader, _fired(reader))
+
+
+def _listener() -> tuple[list[cf.TickEvent], Callable[[cf.TickEvent], None]]:
+    """A list of tick events and the ``on_tick`` that fills it (from any thread)."""
+    events: list[cf.TickEvent] = []
+    lock = threading.Lock()
+
+    def heard(event: cf.TickEvent) -> None:
+        with lock:
+            events.append(event)
+
+    return events, heard
 
 
 def _fast_clock() -> tuple[float, int, int]:

@@ -49,6 +49,7 @@ __all__ = [
     "StoreFacets",
     "TransactionalEnqueue",
     "check_store",
+    "facet_capabilities",
     "facet_of",
 ]
 
@@ -319,6 +320,13 @@ ENGINE_ONLY: frozenset[Cap] = frozenset()
 """Capabilities the engine enforces over the kernel alone (no store method carries them)."""
 
 _BY_CAP = {cap: facet for facet in FACETS for cap in facet.capabilities}
+
+
+def facet_capabilities(*protocols: type[Any]) -> frozenset[Cap]:
+    """Every capability the facets of ``protocols`` carry (for a store's declaration)."""
+    return frozenset(
+        cap for facet in FACETS if facet.protocol in protocols for cap in facet.capabilities
+    )
 
 
 def facet_of(cap: Cap) -> Facet | None:

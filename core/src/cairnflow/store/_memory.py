@@ -27,6 +27,7 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
+from ._facets import KERNEL, Leadership, Schedules, facet_capabilities
 from ._memory_schedules import MemorySchedules
 from ._records import (
     ACTIVE,
@@ -108,37 +109,11 @@ class _Run:
 class MemoryStore(MemorySchedules):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
-    capabilities = frozenset(
-        {
-            Cap.CLOSURE,
-            Cap.RESULT,
-            Cap.RETRY,
-            Cap.STEP_TIMEOUT,
-            Cap.SLEEP,
-            Cap.SIGNAL,
-            Cap.CANCEL,
-            Cap.IDEMPOTENCY,
-            Cap.DELAYED_START,
-            Cap.BATCH_ENQUEUE,
-            Cap.LEASE,
-            Cap.NODE_IDENTITY,
-            Cap.PAYLOAD_LIMIT,
-            Cap.SNOOZE,
-            Cap.HEARTBEAT,
-            Cap.PROGRESS,
-            Cap.RUN_QUERY,
-            Cap.CRON,
-            Cap.OVERLAP_SKIP,
-            Cap.SCHEDULE_PAUSE,
-            Cap.SCHEDULE_TRIGGER,
-            Cap.SCHEDULE_WHEN,
-            Cap.SCHEDULE_WINDOW,
-            Cap.TICK_EVENTS,
-            Cap.SCHEDULE_LIST,
-            Cap.SCHEDULE_HISTORY,
-            Cap.LEADER_ELECTION,
-        }
-    )
+    capabilities = (
+        KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
+    ) | facet_capabilities(Schedules, Leadership)
+    """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
+    the clients of this object only), and the schedules and leadership facets."""
     spi_version = SPI_VERSION
 
     def __init__(self, *, id_generator: ids.IdGenerator = ids.default_id_generator) -> None:
