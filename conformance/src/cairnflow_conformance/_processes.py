@@ -119,7 +119,7 @@ class WorkerProcesses:
         node_id: str,
         *,
         workers: int = 2,
-        lease: float = 1.0,
+        lease: float = 5.0,
         poll: float = 0.05,
         max_reclaims: int = 5,
         interrupt: bool = True,
@@ -128,6 +128,9 @@ class WorkerProcesses:
         leader_lease: float | None = None,
     ) -> WorkerProcess:
         """Start a worker and wait until its client runs.
+
+        The default lease is long enough that a worker stalled by a loaded machine
+        keeps its attempts (a test of takeovers asks for a short one).
 
         ``schedules`` adds the ticker workflow (fired every second); ``clock``
         (speed, epoch, since) makes its scheduling clock a

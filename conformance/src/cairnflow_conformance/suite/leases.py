@@ -163,21 +163,29 @@ class LeaseTests:
         self, cairnflow_kit: Kit
     ) -> None:
         fenced = threading.Event()
+        fenced_at: list[int] = []
         wf = cf.Workflow("kit-selffence")
         partition = cairnflow_kit.partition(blocked={"renew"})
+        lease = 0.4
 
         @wf.step
         def work(ctx: cf.StepContext, data: Any) -> None:
             partition.cut()
             if ctx.cancel_event.wait(TIMEOUT):
+                fenced_at.append(time.time_ns())
                 fenced.set()
 
-        client = cairnflow_kit.client(wf, store=partition, lease=0.4, interrupt=False)
-        client.enqueue("kit-selffence")
-        started = time.monotonic()
+        client = cairnflow_kit.client(wf, store=partition, lease=lease, interrupt=False)
+        ref = client.enqueue("kit-selffence")
         assert fenced.wait(TIMEOUT), "the holder never fenced itself"
-        assert time.monotonic() - started >= 0.3, (
-            "the holder fenced itself before its lease ran out"
+        partition.heal()
+        # Measured from the attempt's own recorded start (its claim), not from around a
+        # call of the test's: the lease began at the claim, and no renewal landed since.
+        started = client.info(ref).steps["work"].started_at_ns
+        assert started is not None
+        assert fenced_at[0] - started >= 0.75 * lease * 1e9, (
+            f"the holder fenced itself {(fenced_at[0] - started) / 1e9:.3f}s after its claim, "
+            f"before its lease of {lease}s ran out"
         )
 
     @proves(Cap.LEASE)
