@@ -340,6 +340,27 @@ class ScheduleTests:
         assert fired.last_run is not None
         assert client.wait(fired.last_run, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
 
+    @proves(Cap.SCHEDULE_LIST, requires=[Cap.CRON])
+    def test_schedules_are_added_updated_and_removed_at_run_time_by_any_client(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        clock = Fake(_START)
+        operator = cairnflow_kit.client(start=False, clock=clock)  # never started
+        added = operator.add_schedule(_WORKFLOW, cf.Schedule("added", "0 * * * *"))
+        assert added.next_fire_ns == cf.clock.to_ns(datetime(2026, 3, 6, 11, tzinfo=UTC))
+        updated = operator.add_schedule(_WORKFLOW, cf.Schedule("added", "15 * * * *"))
+        assert (updated.id, updated.cron) == (added.id, "15 * * * *")
+        assert updated.next_fire_ns == cf.clock.to_ns(datetime(2026, 3, 6, 10, 15, tzinfo=UTC))
+        assert [s.name for s in operator.schedules(_WORKFLOW)] == ["added"]
+        # A client of the workflow fires it, though it never declared it.
+        worker = cairnflow_kit.client(_workflow("declared"), clock=clock)
+        clock.advance(15 * 60)
+        (run,) = _wait_runs(worker, "added", 1)
+        assert worker.wait(run.ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+        assert operator.remove_schedule(_WORKFLOW, "added") is True
+        assert operator.remove_schedule(_WORKFLOW, "added") is False
+        assert [s.name for s in operator.schedules(_WORKFLOW)] == ["declared"]
+
     @proves(Cap.SCHEDULE_HISTORY, requires=[Cap.CRON])
     def test_a_schedules_last_fires_are_read_back_newest_first(self, cairnflow_kit: Kit) -> None:
         clock = Fake(_START)
