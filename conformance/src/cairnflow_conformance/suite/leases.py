@@ -168,21 +168,33 @@ class LeaseTests:
         partition = cairnflow_kit.partition(blocked={"renew"})
         lease = 0.4
 
+        recorded: list[cf.StepInfo] = []
+
         @wf.step
         def work(ctx: cf.StepContext, data: Any) -> None:
             partition.cut()
             if ctx.cancel_event.wait(TIMEOUT):
                 fenced_at.append(time.time_ns())
+                # Read now, while this attempt still holds the only worker: nothing can
+                # have claimed it again yet.
+                recorded.append(client.info(ctx.run_id).steps["work"])
                 fenced.set()
 
-        client = cairnflow_kit.client(wf, store=partition, lease=lease, interrupt=False)
-        ref = client.enqueue("kit-selffence")
+        # One worker, never claiming ahead: on a loaded machine the lease may run out
+        # before the step starts, and this client must not claim the attempt again
+        # (its recorded start would then be the second claim's).
+        client = cairnflow_kit.client(
+            wf, store=partition, lease=lease, interrupt=False, workers=1, prefetch=0
+        )
+        client.enqueue("kit-selffence")
         assert fenced.wait(TIMEOUT), "the holder never fenced itself"
         partition.heal()
         # Measured from the attempt's own recorded start (its claim), not from around a
         # call of the test's: the lease began at the claim, and no renewal landed since.
-        started = client.info(ref).steps["work"].started_at_ns
+        (step,) = recorded
+        started = step.started_at_ns
         assert started is not None
+        assert step.attempts == 1, "the attempt was claimed again: its start is not the first"
         assert fenced_at[0] - started >= 0.75 * lease * 1e9, (
             f"the holder fenced itself {(fenced_at[0] - started) / 1e9:.3f}s after its claim, "
             f"before its lease of {lease}s ran out"
