@@ -13,40 +13,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .store import FACETS
+
 __all__ = ["Partition", "wait_until"]
 
 DEFAULT_BLOCKED = frozenset(
-    {
-        "create_runs",
-        "claim",
-        "renew",
-        "heartbeat",
-        "record_progress",
-        "finish",
-        "finish_many",
-        "finish_and_claim",
-        "hand_back",
-        "reclaim_expired",
-        "advance_due",
-        "send_signal",
-        "cancel_run",
-        "get_run",
-        "list_runs",
-        "create_runs_in",
-        "database_now",
-        "save_schedule",
-        "remove_schedule",
-        "list_schedules",
-        "due_schedules",
-        "fire_ticks",
-        "set_schedule_paused",
-        "schedule_history",
-        "prune_ticks",
-        "claim_leadership",
-        "read_leadership",
-        "resign_leadership",
-    }
-)
+    method for facet in FACETS for method in facet.methods
+) - {"describe", "default_notifier", "migrate", "check_schema", "close"}
 """Every Store SPI operation that talks to the database, the facets' included."""
 
 
