@@ -180,16 +180,18 @@ def _wait_for_first_connection(
     no retry mends (authorization, an unknown database),
     :class:`~cairnflow.Unavailable` for a server that does not answer.
     """
+    if pool.min_size < 1:
+        return  # the pool connects on first use: nothing to wait for
+    # Polled, not pool.wait(): psycopg_pool closes the pool when wait() times out, and a
+    # short timeout runs out on a loaded machine before the first connection is made.
     deadline = time.monotonic() + timeout + 1.0
-    while True:  # in slices: a refused attempt is reported at once, not after the timeout
-        try:
-            pool.wait(timeout=0.1)
-            return
-        except PoolTimeout:
-            pass
-        failed = pool.get_stats().get("connections_errors", 0) > 0
-        if failed or time.monotonic() >= deadline:
-            break
+    while True:
+        stats = pool.get_stats()
+        if stats.get("pool_available", 0) >= 1:
+            return  # a first connection was made (pool_size counts attempts under way too)
+        if stats.get("connections_errors", 0) > 0 or time.monotonic() >= deadline:
+            break  # a refused attempt is reported at once, not after the timeout
+        time.sleep(0.02)
     pool.close()
     try:
         psycopg.connect(dsn, **kwargs).close()
