@@ -57,7 +57,9 @@ class LeaseTests:
         ref = stalled.enqueue("kit-stall")
         assert first_started.wait(TIMEOUT)
         partition.cut()  # ...and cannot renew or write any more
-        rescuer = cairnflow_kit.client(wf, node_id="kit-rescuer", lease=0.5)
+        # The rescuer's own lease is long: only the stalled node's may run out here (on a
+        # loaded machine a 0.5 s lease of the rescuer's could lapse between its renewals).
+        rescuer = cairnflow_kit.client(wf, node_id="kit-rescuer", lease=5)
         info = rescuer.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.SUCCEEDED
         step = info.steps["work"]
@@ -372,6 +374,9 @@ class HeartbeatTests:
     def test_heartbeats_keep_a_step_whose_renewals_hang(self, cairnflow_kit: Kit) -> None:
         # The client's renewer is cut off; only the step's own heartbeats
         # renew its lease, for more than two leases, while a rescuer watches.
+        # Beats every 0.1 s against a 2 s lease: a scheduler stall of up to ~1.9 s between
+        # two beats (a loaded CI machine) still leaves the lease held.
+        lease = 2.0
         partition = cairnflow_kit.partition(blocked={"renew"})
         beats: list[int] = []
         wf = cf.Workflow("kit-beating")
@@ -379,15 +384,15 @@ class HeartbeatTests:
         @wf.step
         def work(ctx: cf.StepContext, data: Any) -> str:
             partition.cut()
-            ends = time.monotonic() + 1.5
+            ends = time.monotonic() + 2.5 * lease
             while time.monotonic() < ends:
                 ctx.heartbeat()
                 beats.append(ctx.attempt)
                 time.sleep(0.1)
             return "kept"
 
-        client = cairnflow_kit.client(wf, store=partition, lease=0.6, node_id="kit-beater")
-        cairnflow_kit.client(wf, node_id="kit-rescuer", lease=0.6)
+        client = cairnflow_kit.client(wf, store=partition, lease=lease, node_id="kit-beater")
+        cairnflow_kit.client(wf, node_id="kit-rescuer", lease=5)
         ref = client.enqueue("kit-beating")
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.SUCCEEDED, info.error

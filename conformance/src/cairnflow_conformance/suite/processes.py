@@ -157,7 +157,9 @@ class MultiProcessTests:
         )
         doomed.kill()
         assert doomed.returncode == -signal.SIGKILL
-        survivor = kit.processes.spawn("kit-survivor", lease=1.0)
+        # Only the doomed worker's lease is short: the survivor's own must not lapse
+        # between its renewals on a loaded machine (its attempt would be retaken too).
+        survivor = kit.processes.spawn("kit-survivor", lease=5.0)
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.SUCCEEDED, (info.error, kit.processes.logs())
         hold = kit.stored_step(ref, "hold")
@@ -191,7 +193,7 @@ class MultiProcessTests:
             what="the worker to start the step",
         )
         stalled.pause()
-        rescuer = kit.processes.spawn("kit-rescuer", lease=1.0)
+        rescuer = kit.processes.spawn("kit-rescuer", lease=5.0)  # only the stalled lease lapses
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.SUCCEEDED, (info.error, kit.processes.logs())
         winner = kit.stored_output(ref, "hold")
