@@ -171,8 +171,8 @@ class Transactions:
 
         Every row is checked before any is sent, as the statement it makes alone: a
         driver sends the rows one statement each, or joins them into statements of a
-        size it bounds (PyMySQL: about 1 MB, far below any server's packet limit, or a
-        single row where that is larger).
+        size it bounds (PyMySQL: about 1 MB, below any default packet limit, or one row
+        alone where that is larger).
         """
         if not rows:
             return 0
