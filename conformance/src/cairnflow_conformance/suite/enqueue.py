@@ -43,11 +43,13 @@ def _sized() -> cf.Workflow:
 
 def _beside(kit: Kit, big: int, limit: int) -> tuple[cf.RunInfo, list[cf.RunInfo]]:
     """A run making a ``big`` output and 7 small ones, all enqueued before a client with 8
-    workers starts (so one claim takes them all), all finished."""
+    workers starts (so one claim takes them all), all finished; the client is stopped then,
+    so that it takes none of the next call's runs."""
     client = kit.client(_sized(), payload_limit=limit, workers=8, start=False)
     refs = [client.enqueue("kit-sized", n) for n in (big, *[10] * 7)]
     client.start()
     infos = [client.wait(ref, timeout=TIMEOUT) for ref in refs]
+    client.stop()
     return infos[0], infos[1:]
 
 
