@@ -49,6 +49,7 @@ from ._errors import (
     Unavailable,
     UnknownWorkflow,
     Unsupported,
+    ValueRefused,
     WaitTimeout,
 )
 from ._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
@@ -117,6 +118,7 @@ __all__ = [
     "Unavailable",
     "UnknownWorkflow",
     "Unsupported",
+    "ValueRefused",
     "Wait",
     "WaitTimeout",
     "Window",

@@ -38,6 +38,7 @@ __all__ = [
     "Unavailable",
     "UnknownWorkflow",
     "Unsupported",
+    "ValueRefused",
     "WaitTimeout",
 ]
 
@@ -130,13 +131,31 @@ class SchemaTooNew(SchemaNotReady):
     """The database was migrated by a newer release than this one."""
 
 
-class PayloadTooLarge(CairnError, ValueError):
-    """An encoded payload is larger than the configured limit; nothing was written."""
+class ValueRefused(CairnError, ValueError):
+    """A value was refused for what it is: nothing of the operation was written.
 
-    def __init__(self, size: int, limit: int, what: str = "payload") -> None:
+    The database (or its driver) cannot store it: too large for one statement,
+    out of a column's range, text it cannot encode. Writing the same value again
+    cannot help, so an attempt whose outcome is refused fails for good
+    (:class:`~cairnflow.Permanent`), whatever its retry policy says. The message
+    carries the database's own reason.
+    """
+
+
+class PayloadTooLarge(ValueRefused):
+    """An encoded value is larger than a limit; nothing was written.
+
+    The limit is the client's ``payload_limit``, or one the store's server sets
+    (``limit_name`` says which: MariaDB's ``max_allowed_packet``, for one).
+    """
+
+    def __init__(
+        self, size: int, limit: int, what: str = "payload", *, limit_name: str = "the limit"
+    ) -> None:
         self.size = size
         self.limit = limit
-        super().__init__(f"{what} is {size} bytes encoded, over the limit of {limit} bytes")
+        self.limit_name = limit_name
+        super().__init__(f"{what} is {size} bytes encoded, over {limit_name} of {limit} bytes")
 
 
 class OutcomeRefused(CairnError):
@@ -231,17 +250,28 @@ class ErrorInfo:
         )
 
     def to_json(self) -> str:
-        """Serialise for a store."""
-        return json.dumps(
-            {
-                "type": self.type,
-                "message": self.message,
-                "traceback": self.traceback,
-                "step": self.step,
-                "attempt": self.attempt,
-            },
-            ensure_ascii=False,
-        )
+        """Serialise for a store: JSON text that every database can store.
+
+        Characters are kept as they are, unless the text holds one that UTF-8
+        cannot encode (a lone surrogate, from a message made of undecodable
+        bytes): no database stores that, and the failure would be lost with it.
+        Then every character outside ASCII is escaped (``\\udc80``), which
+        :meth:`from_json` reads back as it was.
+        """
+        fields = {
+            "type": self.type,
+            "message": self.message,
+            "traceback": self.traceback,
+            "step": self.step,
+            "attempt": self.attempt,
+        }
+        text = json.dumps(fields, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return json.dumps(fields)
+        return text
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ErrorInfo:

@@ -349,6 +349,23 @@ def test_an_outcome_the_store_refuses_as_too_large_fails_its_attempt_at_once(
     assert "over the limit of 16777216 bytes" in echo.error.message
 
 
+def test_an_outcome_the_store_refuses_for_what_it_is_fails_its_attempt_for_good(
+    make_client: Any, store: MemoryStore
+) -> None:
+    refusal = cf.ValueRefused("postgres store refused a value: bigint out of range")
+    poison = Poison(store, b'"poison"', refusal)
+    retry = cf.RetryPolicy(max_attempts=5)
+    wf = cf.Workflow("refused", steps=[cf.Step("echo", lambda ctx, d: d, retry=retry)])
+    client = make_client(wf, on=poison)
+    info = client.wait(client.enqueue("refused", "poison"), timeout=10)
+    assert info.status is cf.Status.FAILED
+    echo = info.steps["echo"]
+    # The same output would be refused again: no retry, whatever the policy says.
+    assert (echo.attempts, echo.reclaims, poison.refused) == (1, 0, 1)
+    assert echo.error is not None and echo.error.type == "ValueRefused"
+    assert echo.error.message == "postgres store refused a value: bigint out of range"
+
+
 def test_an_outcome_is_written_after_a_short_outage(make_client: Any, store: MemoryStore) -> None:
     outage = Outage(store, failures=3)
     wf = cf.Workflow("outage", steps=[cf.Step("work", lambda ctx, d: "done")])

@@ -74,6 +74,16 @@ def test_permanent_wraps_and_records_the_inner_error() -> None:
     assert cf.ErrorInfo.from_json(info.to_json()) == info
 
 
+def test_a_failure_whose_message_utf8_cannot_encode_is_recorded_as_it_was() -> None:
+    # A message made of undecodable bytes (a lone surrogate): no database stores that text,
+    # so the JSON escapes it, and the failure is kept instead of being lost with it.
+    info = cf.ErrorInfo("ValueError", "bad \udc80 bytes, café", step="parse", attempt=1)
+    text = info.to_json()
+    text.encode("utf-8")
+    assert cf.ErrorInfo.from_json(text) == info
+    assert "café" in cf.ErrorInfo("ValueError", "café").to_json()  # kept as it is otherwise
+
+
 def test_json_codec_round_trips_and_refuses_what_json_cannot_hold() -> None:
     codec = cf.JSONCodec()
     value = {"a": [1, 2.5, None, True], "ü": "é"}
@@ -205,6 +215,7 @@ def test_error_hierarchy() -> None:
         cf.Unavailable,
         cf.SchemaNotReady,
         cf.PayloadTooLarge,
+        cf.ValueRefused,
         cf.StepTimeout,
         cf.Cancelled,
         cf.Snooze,
@@ -216,7 +227,14 @@ def test_error_hierarchy() -> None:
     ]:
         assert issubclass(error, cf.CairnError)
     assert issubclass(cf.InvalidName, ValueError)
+    assert issubclass(cf.PayloadTooLarge, cf.ValueRefused)  # one rule for refused values
+    assert issubclass(cf.ValueRefused, ValueError)
     assert issubclass(cf.StepTimeout, TimeoutError)
+    too_large = cf.PayloadTooLarge(20, 16, "the output", limit_name="MariaDB's max_allowed_packet")
+    assert str(too_large) == (
+        "the output is 20 bytes encoded, over MariaDB's max_allowed_packet of 16 bytes"
+    )
+    assert (too_large.size, too_large.limit) == (20, 16)
     assert "SLEEP" in str(cf.Unsupported(cf.Cap.SLEEP, "a sleep step"))
 
 

@@ -1,5 +1,5 @@
 """The shared SQL layer's pure parts: statement splitting, names, migrations files, the pool,
-statements and rows, the default savepoint."""
+statements and rows, the default savepoint, error sorting, the statement limit."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from cairnflow.sql import (
     Queries,
     QueuePool,
     RunRow,
+    StatementLimit,
     StepRow,
     Tables,
     _statements,
@@ -27,6 +28,7 @@ from cairnflow.sql import (
     load_migrations,
     split_statements,
 )
+from cairnflow.sql._limits import check_statement
 from cairnflow.sql._rows import LeaderRow, ScheduleRow, TickRow
 
 
@@ -107,6 +109,28 @@ def test_default_classifier_knows_sqlite_errors(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError) as missing:
         conn.execute("SELECT * FROM nope")
     assert default_classifier(missing.value) == ErrorClass()
+
+
+def test_the_default_classifier_sorts_values_the_database_refuses(tmp_path: Path) -> None:
+    refused = ErrorClass(refused=True)
+    for value, raised in [
+        (b"x" * 101, sqlite3.DataError),  # SQLITE_TOOBIG: "string or blob too big"
+        (2**63, OverflowError),  # "Python int too large to convert to SQLite INTEGER"
+        ("bad \udc80", UnicodeEncodeError),  # no UTF-8 for a lone surrogate
+    ]:
+        # A connection each: sqlite3 reports a failed bind with the previous error's text.
+        conn = sqlite3.connect(tmp_path / "r.db")
+        conn.execute("CREATE TABLE IF NOT EXISTS t (v)")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100)
+        with pytest.raises(raised) as caught:
+            conn.execute("INSERT INTO t VALUES (?)", (value,))
+        conn.close()
+        assert default_classifier(caught.value) == refused, value
+    # Postgres's data_exception and program_limit_exceeded, from any driver with SQLSTATEs.
+    assert default_classifier(_PgcodeError("22003")) == refused  # bigint out of range
+    assert default_classifier(_PgcodeError("22P05")) == refused  # \u0000 in text or jsonb
+    assert default_classifier(_PgcodeError("54000")) == refused  # too large for its type
+    assert default_classifier(_PgcodeError("42P01")) == ErrorClass()
 
 
 class FakeConnection:
@@ -252,3 +276,57 @@ def test_the_default_savepoint_rolls_back_only_the_block() -> None:
         "INSERT",
         "ROLLBACK TO SAVEPOINT cairnflow_enqueue",
     ]
+
+
+class _Measuring(Dialect):
+    """The portable dialect under a statement limit, counting how often it measures."""
+
+    def __init__(self, size: int | None) -> None:
+        if size is not None:
+            self.statement_limit = StatementLimit(size, "the test's limit", expansion=2)
+        self.measured = 0
+
+    def statement_size(self, cursor: Any, sql: str, params: Any) -> int:
+        self.measured += 1
+        return super().statement_size(cursor, sql, params)
+
+
+_UPDATE = "UPDATE steps SET output = ? WHERE id = ?"
+
+
+def test_an_ordinary_statement_passes_the_limit_on_a_length_compare() -> None:
+    dialect = _Measuring(10_000)
+    check_statement(dialect, None, _UPDATE, (b"x" * 100, "step-1"))
+    check_statement(_Measuring(None), None, _UPDATE, (b"x" * 10**6, "step-1"))  # no limit
+    assert dialect.measured == 0
+
+
+def test_a_statement_near_the_limit_is_measured_and_passes_if_it_fits() -> None:
+    dialect = _Measuring(1000)
+    value = b"x" * (1000 - len(_UPDATE) - len("step-1"))  # exactly the limit, as sent
+    check_statement(dialect, None, _UPDATE, (value, "step-1"))
+    assert dialect.measured == 1
+
+
+def test_a_statement_over_the_limit_is_refused_naming_its_value_the_size_and_the_setting() -> None:
+    dialect = _Measuring(1000)
+    value = b"x" * (1001 - len(_UPDATE) - len("step-1"))
+    with pytest.raises(cf.PayloadTooLarge) as caught:
+        check_statement(dialect, None, _UPDATE, (value, "step-1"))
+    assert str(caught.value) == (
+        f"a statement carrying a value of {len(value)} bytes is 1001 bytes encoded, "
+        "over the test's limit of 1000 bytes"
+    )
+    assert (caught.value.size, caught.value.limit) == (1001, 1000)
+
+
+def test_a_value_over_the_limit_by_itself_is_refused_without_measuring() -> None:
+    dialect = _Measuring(1000)
+    with pytest.raises(cf.PayloadTooLarge, match="a value sent in one statement is 1001 bytes"):
+        check_statement(dialect, None, _UPDATE, (b"x" * 1001, "step-1"))
+    assert dialect.measured == 0
+
+
+def test_the_default_statement_size_counts_text_in_utf8_and_numbers_as_their_digits() -> None:
+    size = Dialect().statement_size(None, "SELECT ?, ?, ?", ("é", b"\x00\x01", 12345))
+    assert size == len("SELECT ?, ?, ?") + 2 + 2 + 5

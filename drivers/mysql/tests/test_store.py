@@ -117,7 +117,7 @@ def test_the_real_server_is_accepted_and_recognised(server: Server, prefix: str)
 def test_a_server_reporting_an_old_version_is_refused(
     server: Server, prefix: str, monkeypatch: pytest.MonkeyPatch, stub: str, found: str
 ) -> None:
-    monkeypatch.setattr(store_module, "_select_version", lambda cursor: stub)
+    monkeypatch.setattr(store_module, "_select_server", lambda cursor: (stub, 16 << 20))
     with pytest.raises(UnsupportedServer) as caught:
         MySQLStore(server.url, table_prefix=prefix)
     message = str(caught.value)

@@ -205,17 +205,25 @@ def server_error(code: int, sqlstate: str, message: str) -> err.MySQLError:
         (ConnectionResetError(104, "Connection reset by peer"), "unavailable"),
         (server_error(1146, "42S02", "Table 'test.x' doesn't exist"), "neither"),
         (server_error(1064, "42000", "You have an error in your SQL syntax"), "neither"),
-        (server_error(1406, "22001", "Data too long for column 'node'"), "neither"),
+        (server_error(1406, "22001", "Data too long for column 'node'"), "refused"),
+        (server_error(1264, "22003", "Out of range value for column 'due_at' at row 1"), "refused"),
+        (server_error(1366, "22007", "Incorrect string value: '\\xF0' for column"), "refused"),
+        (
+            server_error(1153, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes"),
+            "refused",
+        ),
+        (UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed"), "refused"),
         (ValueError("not a database error"), "neither"),
     ],
     ids=lambda value: str(getattr(value, "args", value))[:40],
 )
 def test_errors_are_classified_by_their_mysql_error_number(error: BaseException, kind: str) -> None:
     found = classify_mysql_error(error)
-    assert (found.unique_violation, found.retryable, found.unavailable) == (
+    assert (found.unique_violation, found.retryable, found.unavailable, found.refused) == (
         kind == "unique",
         kind == "retryable",
         kind == "unavailable",
+        kind == "refused",
     )
     assert MySQLDialect().classify(error) == found
 

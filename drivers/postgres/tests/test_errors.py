@@ -116,6 +116,36 @@ def test_a_refused_connection() -> None:
     assert classify(error) == ErrorClass(unavailable=True)
 
 
+@pytest.mark.parametrize(
+    ("sql", "params", "sqlstate"),
+    [
+        ("SELECT %s::bigint", (2**63,), "22003"),  # bigint out of range
+        ("""SELECT '"\\u0000"'::jsonb""", (), "22P05"),  # unsupported Unicode escape sequence
+        ("SELECT %s::text::bytea", ("\\xzz",), "22023"),  # invalid hexadecimal digit
+        ("SELECT repeat('x', 1 << 30)", (), "54000"),  # requested length too large
+    ],
+)
+def test_a_value_the_server_refuses_for_what_it_is(
+    postgres_url: str, sql: str, params: tuple[Any, ...], sqlstate: str
+) -> None:
+    with psycopg.connect(postgres_url) as conn:
+        error = raised(lambda: conn.execute(sql, params))
+    assert isinstance(error, psycopg.DataError | psycopg.errors.ProgramLimitExceeded)
+    assert error.sqlstate == sqlstate
+    assert classify(error) == ErrorClass(refused=True)
+
+
+def test_text_psycopg_cannot_send_is_refused(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url) as conn:
+        nul = raised(lambda: conn.execute("SELECT %s::text", ("a\x00b",)))
+        surrogate = raised(lambda: conn.execute("SELECT %s::text", ("a\udc80b",)))
+    assert isinstance(nul, psycopg.DataError) and nul.sqlstate is None
+    assert "NUL" in str(nul)
+    assert classify(nul) == ErrorClass(refused=True)
+    assert isinstance(surrogate, UnicodeEncodeError)
+    assert classify(surrogate) == ErrorClass(refused=True)
+
+
 def test_the_store_turns_a_lost_race_into_duplicate_run(
     store: PostgresStore, make_client: ClientFactory
 ) -> None:

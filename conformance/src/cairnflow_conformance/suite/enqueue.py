@@ -22,6 +22,48 @@ def _echo(name: str = "kit-echo") -> cf.Workflow:
     return cf.Workflow(name, steps=[cf.Step("echo", lambda c, d: d)])
 
 
+_RATIO = 10
+"""How much slower than the baseline the runs beside a refused output may be, at most: a
+generous bound (the machines running the kit are loaded), where an outcome that held up
+its client's writes (a store retrying it as an outage) costs seconds."""
+
+
+def _make(ctx: cf.StepContext, n: int) -> str:
+    """A string of ``n`` characters (``n + 2`` bytes encoded); a short one after 50 ms of I/O."""
+    if n < 100:
+        time.sleep(0.05)
+    return "x" * n
+
+
+def _sized() -> cf.Workflow:
+    """``kit-sized``: one step, :func:`_make`, retried on failure (a refused output must not be)."""
+    retry = cf.RetryPolicy(max_attempts=3, backoff=cf.Backoff(initial=0.01, factor=1.0, max=0.01))
+    return cf.Workflow("kit-sized", steps=[cf.Step("make", _make, retry=retry)])
+
+
+def _beside(kit: Kit, big: int, limit: int) -> tuple[cf.RunInfo, list[cf.RunInfo]]:
+    """A run making a ``big`` output and 7 small ones, all enqueued before a client with 8
+    workers starts (so one claim takes them all), all finished; the client is stopped then,
+    so that it takes none of the next call's runs."""
+    client = kit.client(_sized(), payload_limit=limit, workers=8, start=False)
+    refs = [client.enqueue("kit-sized", n) for n in (big, *[10] * 7)]
+    client.start()
+    infos = [client.wait(ref, timeout=TIMEOUT) for ref in refs]
+    client.stop()
+    return infos[0], infos[1:]
+
+
+def _slowest(infos: list[cf.RunInfo]) -> int:
+    """The longest any run's step took from its claim to its outcome, as recorded (ns)."""
+    took = []
+    for info in infos:
+        step = info.steps["make"]
+        assert step.started_at_ns is not None
+        assert step.finished_at_ns is not None
+        took.append(step.finished_at_ns - step.started_at_ns)
+    return max(took)
+
+
 class IdempotencyTests:
     """``Cap.IDEMPOTENCY``: a key is held by at most one unfinished run of a workflow."""
 
@@ -177,6 +219,37 @@ class PayloadLimitTests:
         with pytest.raises(cf.PayloadTooLarge):
             client.enqueue_many([cf.Job("kit-echo", 1), cf.Job("kit-echo", "y" * 100)])
         assert cairnflow_kit.run_count() == 0
+
+    @proves(Cap.PAYLOAD_LIMIT, requires=[Cap.RESULT])
+    def test_an_oversized_output_fails_its_step_at_once_while_the_runs_beside_it_flow(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        limit = 64 * 1024
+        # The baseline, in the same test: an output just under the limit, written and read
+        # back, beside the same small runs.
+        kept, baseline = _beside(cairnflow_kit, limit - 1024, limit)
+        assert kept.status is cf.Status.SUCCEEDED, kept.error
+        assert kept.result == "x" * (limit - 1024)
+        assert all(info.status is cf.Status.SUCCEEDED for info in baseline)
+
+        refused, others = _beside(cairnflow_kit, 2 * limit, limit)
+        assert refused.status is cf.Status.FAILED
+        step = refused.steps["make"]
+        # Failed by the attempt that made it, once: the same output would be refused again,
+        # so it is not retried, and it is never retaken after its lease.
+        assert (step.attempts, step.failures, step.reclaims) == (1, 1, 0)
+        assert step.error is not None
+        assert step.error.type == "PayloadTooLarge"
+        assert step.error.message == (
+            f"the output of step 'make' is {2 * limit + 2} bytes encoded, "
+            f"over the limit of {limit} bytes"
+        )
+        # The runs beside it ran while it was refused, all succeeded, about as fast.
+        ended = refused.finished_at_ns
+        assert ended is not None
+        assert any((info.steps["make"].started_at_ns or ended) < ended for info in others)
+        assert all(info.status is cf.Status.SUCCEEDED for info in others)
+        assert _slowest(others) <= _RATIO * _slowest(baseline)
 
     @proves(Cap.PAYLOAD_LIMIT, requires=[Cap.SIGNAL])
     def test_an_oversized_signal_payload_is_refused(self, cairnflow_kit: Kit) -> None:

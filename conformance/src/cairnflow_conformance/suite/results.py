@@ -99,6 +99,32 @@ class ResultTests:
         assert reader.result(ref, timeout=TIMEOUT) == value
 
     @proves(Cap.RESULT)
+    def test_a_nul_in_an_output_and_a_message_utf8_cannot_hold_are_kept_as_they_are(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # A NUL is a byte of an output like any other (a SQL store keeps outputs as bytes,
+        # never as text). A message made of undecodable bytes holds a lone surrogate, which
+        # no database stores as text: the failure must still be recorded, as it was.
+        message = b"bad \xff byte".decode("utf-8", "surrogateescape")
+        wf = cf.Workflow("kit-odd")
+        wf.step(lambda ctx, d: "a\x00b", name="nul")
+        undecodable = cf.Workflow("kit-undecodable")
+
+        @undecodable.step(retry=cf.NO_RETRY)
+        def parse(ctx: cf.StepContext, data: Any) -> None:
+            raise ValueError(message)
+
+        client = cairnflow_kit.client(wf, undecodable)
+        kept = client.wait(client.enqueue("kit-odd", "p\x00q"), timeout=TIMEOUT)
+        assert kept.status is cf.Status.SUCCEEDED, kept.error
+        assert (kept.payload, kept.result) == ("p\x00q", "a\x00b")
+        failed = client.wait(client.enqueue("kit-undecodable"), timeout=TIMEOUT)
+        step = failed.steps["parse"]
+        assert step.error is not None
+        assert (step.error.type, step.error.message) == ("ValueError", message)
+        assert (step.attempts, step.failures) == (1, 1)
+
+    @proves(Cap.RESULT)
     def test_the_result_of_a_failed_run_raises_run_failed_with_the_error(
         self, cairnflow_kit: Kit
     ) -> None:

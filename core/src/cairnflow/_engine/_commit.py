@@ -27,10 +27,12 @@ that outcome only; the rest of the client's outcomes are written meanwhile.
 
 An outcome the store refuses for what it is (too large, invalid), or one that
 still could not be written when its outage bound ran out, becomes the failure
-of its attempt (:class:`~cairnflow.OutcomeRefused`, or the store's own error
-such as :class:`~cairnflow.PayloadTooLarge`), decided by the step's retry
-policy and written in its place, so the run goes on or fails with the reason
-instead of being retaken again and again. If even that cannot be written, the
+of its attempt, written in its place, so the run goes on or fails with the
+reason instead of being retaken again and again. A value the store refuses
+(:class:`~cairnflow.ValueRefused`, such as :class:`~cairnflow.PayloadTooLarge`)
+fails the attempt for good with the store's own error: the same outcome would
+be refused again. Any other error becomes :class:`~cairnflow.OutcomeRefused`,
+decided by the step's retry policy. If even the failure cannot be written, the
 attempt is left to its lease.
 
 There is one write path: a store without the batch-outcomes facet
@@ -44,7 +46,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from .._errors import OutcomeRefused, PayloadTooLarge, Permanent, Unavailable
+from .._errors import OutcomeRefused, Permanent, Unavailable, ValueRefused
 from ..store import (
     AttemptState,
     ClaimedAttempt,
@@ -385,7 +387,7 @@ class GroupCommit:
             return False
         claimed = pending.claimed
         cause: BaseException
-        if isinstance(error, PayloadTooLarge):
+        if isinstance(error, ValueRefused):
             cause = Permanent(error)  # the same outcome would be refused again
         else:
             waited = (

@@ -14,13 +14,23 @@ types (:class:`RunRow`, :class:`StepRow`, :class:`ClaimedStep`, ...), never read
 by position. Enqueueing in the application's transaction asks the dialect for
 the connection, a savepoint and the in-transaction notification
 (:meth:`Dialect.application_connection`, :meth:`Dialect.savepoint`,
-:meth:`Dialect.notify_in_transaction`). :func:`check_int` and
-:func:`check_seconds` check a driver's numeric options the way the core checks
-its own (one rule, one message).
+:meth:`Dialect.notify_in_transaction`). A dialect whose server takes statements
+up to a size (:class:`StatementLimit`) has every statement checked before it is
+sent (``_limits``). :func:`check_int` and :func:`check_seconds` check a
+driver's numeric options the way the core checks its own (one rule, one
+message).
 """
 
 from .._checks import check_int, check_seconds
-from ._dialect import ClaimedRow, ClaimPlan, Connections, Cursor, Dialect, Statement
+from ._dialect import (
+    ClaimedRow,
+    ClaimPlan,
+    Connections,
+    Cursor,
+    Dialect,
+    Statement,
+    StatementLimit,
+)
 from ._errors import ErrorClass, ErrorClassifier, default_classifier
 from ._migrations import Migration, load_migrations, split_statements
 from ._pool import QueuePool
@@ -49,6 +59,7 @@ __all__ = [
     "RunRow",
     "SQLStore",
     "Statement",
+    "StatementLimit",
     "StepRow",
     "StoreStats",
     "Tables",

@@ -6,7 +6,8 @@ how one engine differs: its placeholder style, identifier quoting, how a
 transaction begins, how rows are locked, how a claim is made, which errors
 mean what, how migrations are serialised across processes, and how runs are
 written in the application's own transaction (which connections it accepts,
-its savepoint, a notification sent at its commit). A third party
+its savepoint, a notification sent at its commit), and how large a statement
+its server takes (:class:`StatementLimit`). A third party
 adds an engine (CockroachDB, DuckDB, ...) by writing a dialect, a way to get
 connections and its migration files.
 """
@@ -23,7 +24,15 @@ from typing import Any, Literal, Protocol
 from ._errors import ErrorClass, default_classifier
 from ._tables import Tables
 
-__all__ = ["ClaimPlan", "ClaimedRow", "Connections", "Cursor", "Dialect", "Statement"]
+__all__ = [
+    "ClaimPlan",
+    "ClaimedRow",
+    "Connections",
+    "Cursor",
+    "Dialect",
+    "Statement",
+    "StatementLimit",
+]
 
 log = logging.getLogger("cairnflow.sql")
 
@@ -57,6 +66,28 @@ class ClaimPlan:
     """``SELECT <claimed columns> FROM steps WHERE id IN (ids)``."""
     claimed_rows_runs: Callable[[Sequence[str]], Statement]
     """The same joined to the runs, with the runs' columns (what a claim returns)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatementLimit:
+    """The most bytes one statement may take as its driver sends it to the server.
+
+    A server that drops the connection over a larger statement (MySQL's
+    ``max_allowed_packet``, PostgreSQL's 1 GiB message limit) would otherwise
+    be taken for an outage, and the write retried until its lease ran out. The
+    SQL layer refuses such a statement before sending it, with
+    :class:`~cairnflow.PayloadTooLarge` naming ``setting``
+    (:func:`~cairnflow.sql._limits.check_statement`).
+    """
+
+    size: int
+    """The most bytes one statement may take, as :meth:`Dialect.statement_size` counts them."""
+    setting: str
+    """What sets the limit, as the error names it: ``"MariaDB's max_allowed_packet"``."""
+    expansion: int
+    """The most bytes one byte (or character) of a value can take in the statement as sent,
+    quoting aside: a statement whose values, times this, fit in ``size`` is not measured
+    (PyMySQL: 4, a character of text in UTF-8; bytes travel as hex, 2)."""
 
 
 class Connections(Protocol):
@@ -99,6 +130,30 @@ class Dialect:
 
     pipelines = False
     """True when :meth:`pipeline` sends statements without waiting for each one's result."""
+
+    statement_limit: StatementLimit | None = None
+    """The largest statement the server takes, as the dialect learned it (MySQL: when its
+    store connected). None, the portable default: no limit the SQL layer checks; the
+    database refuses what it cannot store with an error of its own (:meth:`classify`)."""
+
+    def statement_size(self, cursor: Cursor, sql: str, params: Sequence[Any]) -> int:
+        """How many bytes ``sql`` (in this dialect's paramstyle) with ``params`` takes as sent.
+
+        Asked only under a :attr:`statement_limit`, and only for a statement too large to
+        pass without measuring. The default counts the SQL text and each value's bytes (text
+        in UTF-8, other values as their text), which is what a driver that sends values as
+        bound parameters (psycopg, in binary) sends; a driver that writes values into the
+        SQL text measures that text (MySQL).
+        """
+        size = len(sql.encode())
+        for value in params:
+            if isinstance(value, bytes | bytearray):
+                size += len(value)
+            elif isinstance(value, str):
+                size += len(value.encode("utf-8", "surrogatepass"))
+            else:
+                size += len(str(value))
+        return size
 
     @contextlib.contextmanager
     def pipeline(self, cursor: Cursor) -> Iterator[Callable[[], Cursor]]:

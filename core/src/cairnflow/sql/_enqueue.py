@@ -131,10 +131,10 @@ class Enqueue(Part):
         transaction.
         """
         run_ids, run_rows, step_rows = rows
-        sql = self._dialect.sql
-        self._tx.stats.count(statements=2)
-        cur.executemany(sql(self._q.insert_run), run_rows)
-        cur.executemany(sql(self._q.insert_step), step_rows)
+        # Every run row is checked against the server's statement limit before any is
+        # sent: an oversized payload refuses the whole enqueue, and nothing is written.
+        self._tx.execute_many(cur, self._q.insert_run, run_rows)
+        self._tx.execute_many(cur, self._q.insert_step, step_rows)
         return run_ids
 
     def duplicate(self, runs: Sequence[NewRun]) -> CairnError:

@@ -9,7 +9,13 @@ as :class:`cairnflow.Unavailable` rather than guessed at. Every database error
 is sorted by the store's :data:`~cairnflow.sql.ErrorClassifier`, here and only
 here: a unique index refusing a write becomes :class:`UniqueViolation` (the
 enqueue turns it into :class:`~cairnflow.DuplicateRun`), an outage becomes
-:class:`~cairnflow.Unavailable` (:func:`unavailable`, the one wording of it).
+:class:`~cairnflow.Unavailable` (:func:`unavailable`, the one wording of it),
+and a value the database refuses for what it is becomes
+:class:`~cairnflow.ValueRefused` (:func:`refused`), never retried. A statement
+larger than the server takes is refused before it is sent
+(:func:`~cairnflow.sql._limits.check_statement`, in :meth:`Transactions.execute`
+and :meth:`Transactions.execute_many`, which every statement carrying a value
+goes through).
 
 The application's own transaction (``enqueue_tx``) is never retried, committed
 or rolled back here (:meth:`Transactions.in_application`): that is the
@@ -25,9 +31,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .._errors import CairnError, Unavailable
+from .._errors import CairnError, Unavailable, ValueRefused
 from ._dialect import Connections, Cursor, Dialect
 from ._errors import ErrorClassifier
+from ._limits import check_statement
 
 __all__ = [
     "CountingCursor",
@@ -36,6 +43,7 @@ __all__ = [
     "Transactions",
     "UniqueViolation",
     "close_quietly",
+    "refused",
     "rollback_quietly",
     "unavailable",
 ]
@@ -85,6 +93,11 @@ class Rollback(Exception):
 def unavailable(driver: str, error: BaseException) -> Unavailable:
     """The :class:`~cairnflow.Unavailable` a store raises for ``error`` (raise it ``from`` it)."""
     return Unavailable(f"{driver} store is unavailable: {error}")
+
+
+def refused(driver: str, error: BaseException) -> ValueRefused:
+    """The :class:`~cairnflow.ValueRefused` a store raises for ``error`` (raise it ``from`` it)."""
+    return ValueRefused(f"{driver} store refused a value: {type(error).__name__}: {error}")
 
 
 class CountingCursor:
@@ -142,20 +155,37 @@ class Transactions:
         self.stats = stats
 
     def execute(self, cursor: Cursor, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        """Run one portable statement on ``cursor``; return the cursor, to read it."""
+        """Run one portable statement on ``cursor``; return the cursor, to read it.
+
+        A statement larger than the server takes is refused before it is sent.
+        """
+        dialect = self.dialect
+        text, values = dialect.sql(sql), tuple(params)
+        check_statement(dialect, cursor, text, values)
         self.stats.count(statements=1)
-        cursor.execute(self.dialect.sql(sql), tuple(params))
+        cursor.execute(text, values)
         return cursor
 
     def execute_many(self, cursor: Cursor, sql: str, rows: Sequence[Sequence[Any]]) -> int:
-        """One statement for many rows (one round trip where the driver pipelines it)."""
+        """One statement for many rows (one round trip where the driver pipelines it).
+
+        Every row is checked before any is sent, as the statement it makes alone: a
+        driver sends the rows one statement each, or joins them into statements of a
+        size it bounds (PyMySQL: about 1 MB, below any default packet limit, or one row
+        alone where that is larger).
+        """
         if not rows:
             return 0
+        dialect = self.dialect
+        text = dialect.sql(sql)
+        values = [tuple(row) for row in rows]
+        for row in values:
+            check_statement(dialect, cursor, text, row)
         self.stats.count(statements=1)
-        if len(rows) == 1:
-            cursor.execute(self.dialect.sql(sql), tuple(rows[0]))
+        if len(values) == 1:
+            cursor.execute(text, values[0])
         else:
-            cursor.executemany(self.dialect.sql(sql), [tuple(r) for r in rows])
+            cursor.executemany(text, values)
         return int(cursor.rowcount)
 
     def run(self, work: Callable[[Cursor], T], *, write: bool = True) -> T:
@@ -204,6 +234,8 @@ class Transactions:
                     kind = self.classify(error)
                     if kind.unique_violation:
                         raise UniqueViolation(str(error)) from error
+                    if kind.refused:  # the same values would be refused again
+                        raise refused(self.driver, error) from error
                     # A lost connection before COMMIT was sent rolled the work back:
                     # safe to run again. During COMMIT the outcome is unknown: report it.
                     again = kind.retryable or (kind.unavailable and not committing)
@@ -244,6 +276,8 @@ class Transactions:
             kind = self.classify(error)
             if kind.unique_violation:
                 raise UniqueViolation(str(error)) from error
+            if kind.refused:
+                raise refused(self.driver, error) from error
             if kind.unavailable:
                 raise unavailable(self.driver, error) from error
             raise

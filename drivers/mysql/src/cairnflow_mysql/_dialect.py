@@ -9,6 +9,10 @@
   one statement, and migrators are serialised with ``GET_LOCK``.
 * Error numbers, not SQLSTATEs, say what an error means
   (:func:`~cairnflow_mysql.classify_mysql_error`).
+* The server drops the connection over a statement larger than its
+  ``max_allowed_packet``, so the store reads that setting when it connects and
+  the SQL layer refuses a larger statement before sending it
+  (:func:`packet_limit`, :meth:`MySQLDialect.statement_size`).
 
 What differs between the two servers is decided from the version the server
 reports when the store connects (:class:`~cairnflow_mysql.ServerVersion`).
@@ -19,18 +23,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import pymysql
 
 from cairnflow import CairnError
-from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass
+from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass, StatementLimit
 
 from ._errors import classify_mysql_error
 from ._server import ServerVersion
 
-__all__ = ["MySQLDialect", "migration_lock_name"]
+__all__ = ["MySQLDialect", "migration_lock_name", "packet_limit"]
 
 log = logging.getLogger("cairnflow.mysql")
 retry_log = logging.getLogger("cairnflow.mysql.retry")
@@ -46,6 +50,17 @@ def migration_lock_name(key: str) -> str:
     """
     digest = hashlib.sha256(key.encode()).hexdigest()
     return f"cairnflow_migrate_{digest}"[:_LOCK_NAME_MAX]
+
+
+def packet_limit(server: ServerVersion, max_allowed_packet: int) -> StatementLimit:
+    """The statement limit of ``server``, whose ``max_allowed_packet`` is that many bytes.
+
+    A character of text takes up to 4 bytes as sent (UTF-8), a byte of a value 2
+    (hex, or an escape), so a statement whose text and values fit in a quarter of
+    the packet is not measured.
+    """
+    product = "MariaDB" if server.flavor == "mariadb" else "MySQL"
+    return StatementLimit(max_allowed_packet, f"{product}'s max_allowed_packet", expansion=4)
 
 
 class MySQLDialect(Dialect):
@@ -107,6 +122,22 @@ class MySQLDialect(Dialect):
         if found.retryable:
             retry_log.debug("retryable error %s: the transaction runs again", error)
         return found
+
+    def statement_size(self, cursor: Cursor, sql: str, params: Sequence[Any]) -> int:
+        """The packet PyMySQL sends for ``sql`` with ``params``, plus one byte.
+
+        PyMySQL writes the values into the SQL text: text escaped (quotes and
+        backslashes doubled), bytes as hex since PyMySQL 1.2 (twice their
+        length; escaped like text before). The text is made here as PyMySQL makes
+        it (``cursor.mogrify``), so this counts what is sent whatever its
+        version: the text in the connection's encoding after the command byte.
+        And one byte more, since the server takes a packet only if it is smaller
+        than ``max_allowed_packet`` (MariaDB 10.11 refuses one of exactly that
+        size). Asked only for a statement near the limit (see
+        :class:`~cairnflow.sql.StatementLimit`).
+        """
+        text: str = cursor.mogrify(sql, tuple(params))
+        return len(text.encode(cursor.connection.encoding, "surrogateescape")) + 2
 
     def claim(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
         """Lease the most urgent ready steps: a locking SELECT, an UPDATE by id, a SELECT.

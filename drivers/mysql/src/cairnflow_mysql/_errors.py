@@ -1,4 +1,4 @@
-"""Sorting PyMySQL's errors: duplicate keys, deadlocks, lost connections.
+"""Sorting PyMySQL's errors: duplicate keys, deadlocks, lost connections, refused values.
 
 PyMySQL raises the server's error number as ``exc.args[0]``; since PyMySQL
 1.1 the exception also carries the server's SQLSTATE in ``exc.sqlstate``
@@ -14,7 +14,15 @@ from pymysql import err
 
 from cairnflow.sql import ErrorClass, default_classifier
 
-__all__ = ["RETRYABLE", "UNAVAILABLE", "UNIQUE", "classify_mysql_error", "error_code"]
+__all__ = [
+    "PACKET_TOO_LARGE",
+    "REFUSED",
+    "RETRYABLE",
+    "UNAVAILABLE",
+    "UNIQUE",
+    "classify_mysql_error",
+    "error_code",
+]
 
 UNIQUE = frozenset(
     {
@@ -47,6 +55,21 @@ UNAVAILABLE = frozenset(
     }
 )
 
+PACKET_TOO_LARGE = 1153
+"""ER_NET_PACKET_TOO_LARGE: a statement over ``max_allowed_packet``; the server closes the
+connection after it. The store refuses such a statement before sending it
+(:class:`~cairnflow.sql.StatementLimit`), so this is seen only if the setting shrank since."""
+REFUSED = frozenset(
+    {
+        PACKET_TOO_LARGE,
+        1264,  # ER_WARN_DATA_OUT_OF_RANGE: out of the column's range (strict mode)
+        1301,  # ER_WARN_ALLOWED_PACKET_OVERFLOWED: a function's result over max_allowed_packet
+        1366,  # ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: "Incorrect string value"
+        1406,  # ER_DATA_TOO_LONG: "Data too long for column" (strict mode)
+    }
+)
+"""The server refused a value for what it is: the same values would be refused again."""
+
 _LOST_PROTOCOL = ("packet sequence number wrong", "invalid connection", "connection is closed")
 
 
@@ -66,7 +89,8 @@ def classify_mysql_error(error: BaseException) -> ErrorClass:
     "the connection is closed"), lost or refused connections (2002, 2003,
     2006, 2013, 2055, ...), a killed connection (1927), a server shutting
     down (1053), too many connections (1040), and a protocol out of step
-    after a connection died mid-packet.
+    after a connection died mid-packet. Refused: a value the server will not
+    store (:data:`REFUSED`).
     """
     if not isinstance(error, err.MySQLError):
         return default_classifier(error)
@@ -77,6 +101,8 @@ def classify_mysql_error(error: BaseException) -> ErrorClass:
         return ErrorClass(retryable=True)
     if code in UNAVAILABLE or isinstance(error, err.InterfaceError):
         return ErrorClass(unavailable=True)
+    if code in REFUSED:
+        return ErrorClass(refused=True)
     text = str(error).lower()
     if isinstance(error, err.InternalError | err.OperationalError) and any(
         marker in text for marker in _LOST_PROTOCOL

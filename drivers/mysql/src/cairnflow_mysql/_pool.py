@@ -27,7 +27,7 @@ from typing import Any
 from cairnflow import Unavailable
 from cairnflow.sql import QueuePool
 
-from ._errors import classify_mysql_error
+from ._errors import PACKET_TOO_LARGE, classify_mysql_error, error_code
 
 __all__ = ["MySQLPool"]
 
@@ -95,4 +95,5 @@ def _broken(error: BaseException) -> bool:
         # KeyboardInterrupt and friends may stop PyMySQL halfway through a packet;
         # Unavailable is the SQL layer's word for a connection that failed.
         return True
-    return classify_mysql_error(error).unavailable
+    # The server closes the connection after a packet over max_allowed_packet.
+    return classify_mysql_error(error).unavailable or error_code(error) == PACKET_TOO_LARGE

@@ -22,7 +22,7 @@ from cairnflow.sql import (
 )
 from cairnflow.store import StoreInfo
 
-from ._dialect import MySQLDialect
+from ._dialect import MySQLDialect, packet_limit
 from ._errors import classify_mysql_error
 from ._pool import MySQLPool
 from ._server import ServerVersion, check_server_version
@@ -95,7 +95,11 @@ class MySQLStore(SQLStore):
 
     Opening the store connects once: a server older than the minimum is
     refused with :class:`~cairnflow_mysql.UnsupportedServer` naming both
-    versions, an unreachable one with :class:`cairnflow.Unavailable`.
+    versions, an unreachable one with :class:`cairnflow.Unavailable`. Every
+    connection reads the server's ``max_allowed_packet``: a statement larger
+    than that (an oversized payload, output, signal or progress value) is
+    refused before it is sent, with :class:`cairnflow.PayloadTooLarge` naming
+    the setting, instead of making the server drop the connection.
 
     Every connection is utf8mb4, READ COMMITTED, strict, autocommit off and
     reports *matched* rows for UPDATE (``CLIENT.FOUND_ROWS``), so a fenced
@@ -238,7 +242,7 @@ class MySQLStore(SQLStore):
             raise StoreOpenError(f"cannot connect to {where}: {error}") from error
         try:
             with conn.cursor() as cursor:
-                raw = _select_version(cursor)
+                raw, packet = _select_server(cursor)
                 server = check_server_version(raw, where=f"the server at {where}")
                 settings = [
                     "SESSION sql_mode = %s",
@@ -257,22 +261,33 @@ class MySQLStore(SQLStore):
                     raise Unavailable(f"cannot set up a connection to {where}: {error}") from error
                 raise CairnError(f"cannot set up a connection to {where}: {error}") from error
             raise
+        dialect = self._mysql_dialect
         if self._server is None:
             self._server = server
-            self._mysql_dialect.server = server
+            dialect.server = server
         elif server.flavor != self._server.flavor or server.version != self._server.version:
             log.warning("%s now reports %s (was %s)", where, server.name, self._server.name)
+        # The newest connection's: a session keeps the value the server had when it began,
+        # and connections are replaced when they fail, so the store follows a change.
+        limit = packet_limit(server, packet)
+        if dialect.statement_limit is not None and dialect.statement_limit != limit:
+            log.info("%s: max_allowed_packet is now %d bytes", where, packet)
+        dialect.statement_limit = limit
         return conn
 
     def __repr__(self) -> str:
         return f"<MySQLStore {self.url.redacted()} prefix={self.tables.prefix!r}>"
 
 
-def _select_version(cursor: Any) -> str:
-    """``SELECT VERSION()``: what the server says it is (a proxy may lie in the handshake)."""
-    cursor.execute("SELECT VERSION()")
+def _select_server(cursor: Any) -> tuple[str, int]:
+    """What the server says it is (a proxy may lie in the handshake), and the largest packet
+    it takes (the session's ``max_allowed_packet``, the server's when the session began)."""
+    cursor.execute("SELECT VERSION(), @@max_allowed_packet")
     row = cursor.fetchone()
-    return str(row[0]) if row else ""
+    if row is None:
+        raise CairnError("the server answered SELECT VERSION(), @@max_allowed_packet with no row")
+    version, packet = row
+    return str(version), int(packet)
 
 
 def _split_options(target: MySQLURL) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -10,6 +10,13 @@ concurrent claims skip each other's rows instead of queueing behind them.
 Migrations are serialised across processes by a session-level advisory lock
 on a key hashed from the namespace, and every migration file runs in one
 transaction (Postgres DDL is transactional: a file applies whole or not at all).
+
+A value the server refuses for what it is (SQLSTATE classes 22 and 54: out of
+range, an invalid byte sequence, too large for its type) is refused, never
+retried; so is one psycopg cannot send (``DataError`` without a SQLSTATE).
+A statement over 1 GiB is refused before it is sent (:data:`MESSAGE_LIMIT`):
+the server would close the connection over it, without a SQLSTATE, which
+looks like an outage.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from cairnflow.sql import (
     Cursor,
     Dialect,
     ErrorClass,
+    StatementLimit,
     Tables,
     default_classifier,
 )
@@ -49,6 +57,21 @@ UNAVAILABLE = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
 (idle_session_timeout, idle_in_transaction_session_timeout); with class 08 (connection
 exceptions): the session is gone, another connection may work."""
 
+REFUSED_CLASSES = ("22", "54")
+"""data_exception (out of range, an invalid byte sequence, ``\\u0000`` in text) and
+program_limit_exceeded (a value too large for its type): the value is refused for what it is."""
+
+MESSAGE_LIMIT = StatementLimit(
+    (1 << 30) - (1 << 20),
+    "PostgreSQL's 1 GiB limit on one message (less 1 MiB kept for its other fields)",
+    expansion=4,
+)
+"""The server reads no protocol message over 1 GiB (``PQ_LARGE_MESSAGE_LIMIT``; a ``bytea``
+value cannot be larger either) and closes the connection instead, with no SQLSTATE, as if
+it were lost. psycopg sends bytes as they are (binary) and text in UTF-8 (up to 4 bytes a
+character), which the default :meth:`~cairnflow.sql.Dialect.statement_size` counts; the
+1 MiB kept aside covers the rest of the message (lengths, format codes)."""
+
 
 def classify(error: BaseException) -> ErrorClass:
     """Sort a psycopg error by its SQLSTATE (see the module constants).
@@ -56,7 +79,9 @@ def classify(error: BaseException) -> ErrorClass:
     Errors without a SQLSTATE that mean "no connection" are unavailable too: a
     connection lost mid-query (``OperationalError``), a connection already
     closed (``InterfaceError``), and a pool that had no connection to lend in
-    time or was closed. Anything else falls back to
+    time or was closed. Refused: a value the server refuses
+    (:data:`REFUSED_CLASSES`) or psycopg cannot send (a ``DataError`` without a
+    SQLSTATE: text with a NUL). Anything else falls back to
     :func:`cairnflow.sql.default_classifier`.
     """
     if isinstance(error, PoolTimeout | PoolClosed):
@@ -70,9 +95,13 @@ def classify(error: BaseException) -> ErrorClass:
                 return ErrorClass(retryable=True)
             if sqlstate.startswith("08") or sqlstate in UNAVAILABLE:
                 return ErrorClass(unavailable=True)
+            if sqlstate.startswith(REFUSED_CLASSES):
+                return ErrorClass(refused=True)
             return ErrorClass()
         if isinstance(error, psycopg.OperationalError):
             return ErrorClass(unavailable=True)
+        if isinstance(error, psycopg.DataError):
+            return ErrorClass(refused=True)
         if isinstance(error, psycopg.InterfaceError) and "closed" in str(error):
             return ErrorClass(unavailable=True)
         return ErrorClass()
@@ -118,6 +147,7 @@ class PostgresDialect(Dialect):
     lock_runs_joined = " FOR UPDATE OF r"
     batch_statements = True
     pipelines = True
+    statement_limit = MESSAGE_LIMIT
     # clock_timestamp() moves during a transaction (now() would not); microseconds, as integer
     # nanoseconds. EXTRACT returns numeric from Postgres 14 on, so the product is exact.
     now_sql = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint * 1000"
