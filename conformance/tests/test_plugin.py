@@ -246,7 +246,7 @@ def assert_held_back(pytester: pytest.Pytester, result: pytest.RunResult, how: s
     result.stdout.fnmatch_lines(
         [
             "*3 declared, 2 proven*",
-            f"*UNPROVEN: result (1 of its 5 kit tests on this store did not pass: 1 {outcome})*",
+            f"*UNPROVEN: result (1 of its * kit tests on this store did not pass: 1 {outcome})*",
             f"*{test_id}: {how}*",
             "*proof gate FAILED: declared but unproven: result*",
         ]
