@@ -22,6 +22,7 @@ from .._names import check_key, check_labels, check_name
 from ..clock import Clock, DatabaseClock, Real, Subscribable
 from ..codec import Codec, JSONCodec
 from ..drivers import check_spi_version
+from ..ids import IdGenerator, default_id_generator
 from ..notify import Notifier
 from ..retry import JitterSource
 from ..store import (
@@ -43,6 +44,7 @@ from ._schedule_api import ScheduleMethods
 from ._scheduler import Scheduler, TickEvent
 from ._settings import Settings
 from ._state import CLOSURE_WORKFLOW, EngineState
+from ._writer import RunWriter
 
 __all__ = ["Client"]
 
@@ -76,6 +78,9 @@ class Client(ScheduleMethods):
     raising :class:`~cairnflow.StepTimeout` (and friends) inside sync steps
     that must stop; they then only see ``ctx.cancelled``.
 
+    ``id_generator(kind)`` names every run and step row this client creates
+    (default: :func:`cairnflow.ids.default_id_generator`), before it is written.
+
     ``start()`` never migrates: run ``store.migrate()`` (or ``cairn migrate``)
     first. A client that is never started can still enqueue and read.
     """
@@ -106,6 +111,7 @@ class Client(ScheduleMethods):
         tick_retention: float = 7 * 86_400.0,
         leader_election: bool | Elector = False,
         leader_lease: float = 15.0,
+        id_generator: IdGenerator = default_id_generator,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -152,6 +158,7 @@ class Client(ScheduleMethods):
             logger=logger or logging.getLogger("cairnflow"),
         )
         self._reads = RunReader(self._state)
+        self._writer = RunWriter(self._state, id_generator)
         if on_tick is not None:
             if not callable(on_tick):
                 raise TypeError(f"on_tick must be callable, got {on_tick!r}")
@@ -428,17 +435,21 @@ class Client(ScheduleMethods):
         if not callable(fn):
             raise TypeError(f"submit() takes a callable, got {fn!r}")
         now = state.now()
+        steps = (NewStep("call", StepKind.TASK, (), ()),)
+        run_id, step_ids = self._writer.names(len(steps))
         new = NewRun(
+            id=run_id,
             workflow=CLOSURE_WORKFLOW,
             queue="default",
             priority=0,
             payload=state.codec.encode(None),
-            steps=(NewStep("call", StepKind.TASK, (), ()),),
+            steps=steps,
+            step_ids=step_ids,
             created_at=now,
             run_at=now,
             closure=functools.partial(fn, *args, **kwargs),
         )
-        run_id = state.store.create_runs([new])[0]
+        self._writer.create([new])
         state.work_made_ready(others=False)
         return RunRef(run_id, CLOSURE_WORKFLOW)
 
@@ -447,7 +458,7 @@ class Client(ScheduleMethods):
         now = state.now()
         runs = [self._new_run(job, now) for job in jobs]
         if tx is None:
-            run_ids = state.store.create_runs(runs)
+            run_ids = self._writer.create(runs)
         else:
             transactional = state.facets.transactional
             assert transactional is not None  # enqueue_tx required the capability
@@ -482,12 +493,16 @@ class Client(ScheduleMethods):
                 run_at = now + int(delay * _NS)
         labels = check_labels(job.labels)
         payload = self._encode(job.payload, f"the payload of workflow {workflow.name!r}")
+        steps = self._steps[workflow.name]
+        run_id, step_ids = self._writer.names(len(steps))
         return NewRun(
+            id=run_id,
             workflow=workflow.name,
             queue=workflow.queue,
             priority=workflow.priority,
             payload=payload,
-            steps=self._steps[workflow.name],
+            steps=steps,
+            step_ids=step_ids,
             created_at=now,
             run_at=run_at,
             key=key,
