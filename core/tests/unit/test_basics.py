@@ -217,6 +217,7 @@ def test_error_hierarchy() -> None:
         assert issubclass(error, cf.CairnError)
     assert issubclass(cf.InvalidName, ValueError)
     assert issubclass(cf.StepTimeout, TimeoutError)
+    assert issubclass(cf.OutcomeUnknown, cf.Unavailable)
     assert "SLEEP" in str(cf.Unsupported(cf.Cap.SLEEP, "a sleep step"))
 
 

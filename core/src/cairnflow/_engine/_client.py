@@ -80,6 +80,11 @@ class Client(ScheduleMethods):
 
     ``id_generator(kind)`` names every run and step row this client creates
     (default: :func:`cairnflow.ids.default_id_generator`), before it is written.
+    ``enqueue_timeout`` is how long ``enqueue`` and ``enqueue_many`` send
+    their runs again while the store is unavailable (a write whose commit
+    outcome was lost is found if it landed, never made twice), before they
+    raise :class:`~cairnflow.OutcomeUnknown` naming the run ids; 0 never
+    sends them again.
 
     ``start()`` never migrates: run ``store.migrate()`` (or ``cairn migrate``)
     first. A client that is never started can still enqueue and read.
@@ -112,6 +117,7 @@ class Client(ScheduleMethods):
         leader_election: bool | Elector = False,
         leader_lease: float = 15.0,
         id_generator: IdGenerator = default_id_generator,
+        enqueue_timeout: float = 30.0,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -129,6 +135,7 @@ class Client(ScheduleMethods):
             prefetch=prefetch,
             role=role,
             tick_retention=tick_retention,
+            enqueue_timeout=enqueue_timeout,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -392,12 +399,22 @@ class Client(ScheduleMethods):
         holds it, another enqueue raises :class:`~cairnflow.DuplicateRun`.
         ``delay`` (seconds or a timedelta) starts the run later. ``labels`` are
         short strings stored with the run, for queries.
+
+        One call makes one run, with or without a key, even when the
+        connection is lost while the run is committed: the write is sent
+        again under the same run id for ``enqueue_timeout`` seconds, and found
+        if it had landed. After that, :class:`~cairnflow.OutcomeUnknown`
+        names the run id, whose fate is unknown.
         """
         name = workflow.name if isinstance(workflow, Workflow) else workflow
         return self._create([Job(name, payload, key=key, delay=_seconds(delay), labels=labels)])[0]
 
     def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
-        """Enqueue several runs in one transaction: all of them or none."""
+        """Enqueue several runs in one transaction: all of them or none.
+
+        Sent again through a lost connection like :meth:`enqueue`: all the
+        runs are made once, or :class:`~cairnflow.OutcomeUnknown` names them.
+        """
         jobs = list(jobs)
         self._state.require(Cap.BATCH_ENQUEUE, "enqueue_many()")
         if not jobs:
@@ -418,6 +435,9 @@ class Client(ScheduleMethods):
 
         The run commits or rolls back with the application's writes. Call
         :meth:`wake` after the commit to start it without waiting for a poll.
+        Nothing is sent again here when the store is unavailable: the
+        transaction, its COMMIT and retrying it are the application's (a new
+        call makes a new run id).
         """
         self._state.require(Cap.TRANSACTIONAL_ENQUEUE, "enqueue_tx()")
         name = workflow.name if isinstance(workflow, Workflow) else workflow
