@@ -125,10 +125,12 @@ class Store(Protocol):
         If any key is held by an unfinished run of the same workflow, other
         than the very run being created (its earlier attempt landed), or
         given twice in ``runs``, raise :class:`~cairnflow.DuplicateRun` and
-        write nothing. A store that knows nothing was written raises at once;
-        it never reads before its write to tell a retry from a first attempt
-        (only after the write was refused). (Inside the application's own
-        transaction: :class:`~cairnflow.store.TransactionalEnqueue`.)
+        write nothing. A store reads nothing before its write to tell a retry
+        from a first attempt: it looks only once the write was refused, so an
+        enqueue costs no more than its inserts. A connection lost during the
+        COMMIT raises :class:`~cairnflow.Unavailable` (the outcome is unknown);
+        one lost before it may be retried by the store itself. (Inside the
+        application's own transaction: :class:`~cairnflow.store.TransactionalEnqueue`.)
         """
         ...
 

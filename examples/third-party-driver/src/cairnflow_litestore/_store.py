@@ -321,18 +321,22 @@ class LiteStore:
         return found
 
     def _duplicate(self, db: sqlite3.Connection, runs: Sequence[NewRun]) -> cf.CairnError:
-        """The DuplicateRun naming who holds a key of ``runs`` (the partial index refused it)."""
-        for new in runs:
-            if new.key is None:
-                continue
+        """The DuplicateRun naming who holds a key of ``runs`` (the partial index refused it).
+
+        Read after the refusal: a holder that finished meanwhile is not named.
+        """
+        keyed = [new for new in runs if new.key is not None]
+        for new in keyed:
             holder = db.execute(
                 f"SELECT id FROM {self._t('runs')} WHERE workflow = ? AND idem_key = ? "
                 "AND state = ?",
                 (new.workflow, new.key, ACTIVE),
             ).fetchone()
             if holder is not None:
-                return cf.DuplicateRun(new.workflow, new.key, holder[0])
-        return cf.CairnError("an id given to create_runs collided with a stored one")
+                return cf.DuplicateRun(new.workflow, str(new.key), holder[0])
+        if keyed:
+            return cf.DuplicateRun(keyed[0].workflow, str(keyed[0].key))
+        return cf.CairnError("a run id given to create_runs collided with a stored one")
 
     def _insert(self, db: sqlite3.Connection, new: NewRun) -> None:
         db.execute(
