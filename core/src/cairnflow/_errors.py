@@ -26,6 +26,7 @@ __all__ = [
     "InvalidName",
     "LeaseLost",
     "OutcomeRefused",
+    "OutcomeUnknown",
     "PayloadTooLarge",
     "Permanent",
     "RunFailed",
@@ -113,6 +114,27 @@ class LeaseLost(CairnError):
 
 class Unavailable(CairnError):
     """The store cannot be reached (connection refused, reset, server shutting down)."""
+
+
+class OutcomeUnknown(Unavailable):
+    """Runs were being written when the store became unavailable, and it stayed so.
+
+    Whether they were written is unknown: the client sent the write again
+    under the same run ids for ``enqueue_timeout`` seconds (a write that had
+    landed is found, not repeated) and never got an answer. ``run_ids`` names
+    them: look them up (``client.info(run_id)`` raises
+    :class:`RunNotFound` for one never written) before enqueueing again.
+    """
+
+    def __init__(self, run_ids: tuple[str, ...], waited: float, error: BaseException) -> None:
+        self.run_ids = run_ids
+        more = len(run_ids) - 10
+        shown = ", ".join(run_ids[:10]) + (f" and {more} more" if more > 0 else "")
+        super().__init__(
+            f"the store stayed unavailable for {waited:.1f}s while writing run(s) {shown}: "
+            f"whether they were written is unknown; look them up by id before enqueueing "
+            f"again ({error})"
+        )
 
 
 class StoreOpenError(CairnError):

@@ -1,8 +1,11 @@
 """Identifiers of runs, steps and schedules.
 
-Stores take an ``id_generator(kind)``; the default makes the kind, an
-underscore and 32 hex characters (``run_0195f3a2...``) laid out like a UUIDv7:
-48 bits of Unix milliseconds, a 16-bit counter of this process, 64 random bits.
+A client takes an ``id_generator(kind)`` (``Client(id_generator=...)``) and
+names every run and step row with it before anything is written, so a write
+whose outcome it never learned can be sent again under the same names. The
+default makes the kind, an underscore and 32 hex characters
+(``run_0195f3a2...``) laid out like a UUIDv7: 48 bits of Unix milliseconds, a
+16-bit counter of this process, 64 random bits.
 Ids made later sort later (within a process strictly, but once in 65,536
 when the counter wraps within a millisecond), so rows created
 together sit together in every index keyed by id: a claim or a batch of

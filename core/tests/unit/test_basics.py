@@ -235,6 +235,7 @@ def test_error_hierarchy() -> None:
         "the output is 20 bytes encoded, over MariaDB's max_allowed_packet of 16 bytes"
     )
     assert (too_large.size, too_large.limit) == (20, 16)
+    assert issubclass(cf.OutcomeUnknown, cf.Unavailable)
     assert "SLEEP" in str(cf.Unsupported(cf.Cap.SLEEP, "a sleep step"))
 
 

@@ -10,6 +10,7 @@ import pymysql
 import pytest
 
 import cairnflow as cf
+from cairnflow import ids
 from cairnflow.sql import ErrorClass, split_statements
 from cairnflow.store import AttemptState, ClaimRequest, NewRun, NewStep, Succeeded
 from cairnflow.testing import wait_until
@@ -417,6 +418,7 @@ def create(store: MySQLStore, steps: list[tuple[str, tuple[str, ...]]], priority
     now = time.time_ns()
     children = {name: tuple(c for c, parents in steps if name in parents) for name, _ in steps}
     new = NewRun(
+        id=ids.default_id_generator("run"),
         workflow="wf",
         queue="default",
         priority=priority,
@@ -424,6 +426,7 @@ def create(store: MySQLStore, steps: list[tuple[str, tuple[str, ...]]], priority
         steps=tuple(
             NewStep(name, cf.StepKind.TASK, parents, children[name]) for name, parents in steps
         ),
+        step_ids=tuple(ids.default_id_generator("step") for _ in steps),
         created_at=now,
         run_at=now,
     )

@@ -196,6 +196,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         ),
         "step_counts": q.step_counts([hot_run, f"run_{FINISHED - 3}"]),
         "holder_of_key": q.holder_of_key("w0", [f"k{FINISHED + 5}"]),
+        "runs_named": q.runs_named([hot_run, f"run_{FINISHED - 3}"]),
         # Schedules: a pass, a fire (its schedule locked by id), reads, pruning.
         "due_schedules": q.due_schedules(NOW, workflows, 100),
         "list_schedules": q.list_schedules(["w3"]),

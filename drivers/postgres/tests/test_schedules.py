@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from cairnflow import StepKind
+from cairnflow import StepKind, ids
 from cairnflow.store import Leader, NewRun, NewStep, ScheduleRecord, TickOutcome, TickRecord
 from cairnflow_postgres import PostgresStore
 
@@ -82,15 +82,25 @@ def test_two_stores_firing_the_same_tick_at_once_fire_it_once(make_store: StoreF
     def fire(store: PostgresStore, round_: int, expected: bool) -> int | None:
         at = T0 + round_ * MINUTE if expected else T0 - 1 - round_
         tick = TickRecord("sch_race", at, TickOutcome.FIRED, "due", "n", at)
-        run = NewRun("cron", "default", 0, b"{}", (STEP,), at, at)
-        ids = store.fire_ticks(
+        run = NewRun(
+            id=ids.default_id_generator("run"),
+            workflow="cron",
+            queue="default",
+            priority=0,
+            payload=b"{}",
+            steps=(STEP,),
+            step_ids=(ids.default_id_generator("step"),),
+            created_at=at,
+            run_at=at,
+        )
+        fired = store.fire_ticks(
             "sch_race",
             expected_next=at if expected else None,
             next_fire=at + MINUTE,
             ticks=[tick],
             runs=[run],
         )
-        return None if ids is None else at
+        return None if fired is None else at
 
     due = _race(stores, lambda store, round_: fire(store, round_, True))
     triggered = _race(stores, lambda store, round_: fire(store, round_, False))

@@ -15,7 +15,7 @@ from psycopg import IsolationLevel
 from psycopg_pool import ConnectionPool
 
 import cairnflow as cf
-from cairnflow import StepKind
+from cairnflow import StepKind, ids
 from cairnflow.sql import TABLES, split_statements
 from cairnflow.store import ClaimRequest, NewRun, NewStep
 from cairnflow_postgres import PostgresStore
@@ -387,11 +387,13 @@ def _ready_runs(store: PostgresStore, count: int, *, workflow: str = "w") -> Non
     now = time.time_ns()
     runs = [
         NewRun(
+            id=ids.default_id_generator("run"),
             workflow=workflow,
             queue="default",
             priority=0,
             payload=b"{}",
             steps=(NewStep("only", StepKind.TASK, (), ()),),
+            step_ids=(ids.default_id_generator("step"),),
             created_at=now,
             run_at=now,
         )

@@ -26,7 +26,7 @@ ROUNDS = 40
 
 RACER = """
 import json, random, sys, time
-from cairnflow import StepKind
+from cairnflow import StepKind, ids
 from cairnflow.store import NewRun, NewStep, TickOutcome, TickRecord
 from cairnflow_sqlite import SQLiteStore
 
@@ -38,11 +38,22 @@ step = NewStep("tick", StepKind.TASK, (), ())
 def fire(at, expected, reason):
     time.sleep(random.uniform(0, 0.002))  # neither process is always first at the lock
     tick = TickRecord("sch_race", at, TickOutcome.FIRED, reason, node, at)
-    run = NewRun("cron", "default", 0, b"{}", (step,), at, at, labels={"node": node})
-    ids = store.fire_ticks(
+    run = NewRun(
+        id=ids.default_id_generator("run"),
+        workflow="cron",
+        queue="default",
+        priority=0,
+        payload=b"{}",
+        steps=(step,),
+        step_ids=(ids.default_id_generator("step"),),
+        created_at=at,
+        run_at=at,
+        labels={"node": node},
+    )
+    fired = store.fire_ticks(
         "sch_race", expected_next=expected, next_fire=at + minute, ticks=[tick], runs=[run]
     )
-    return None if ids is None else [at, ids[0]]
+    return None if fired is None else [at, fired[0]]
 
 time.sleep(max(0.0, start_at - time.time()))  # both processes start at the same instant
 due = [fire(t0 + i * minute, t0 + i * minute, "due") for i in range(rounds)]

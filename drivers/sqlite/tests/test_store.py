@@ -22,9 +22,9 @@ def simple() -> cf.Workflow:
     return wf
 
 
-def run_one(store: SQLiteStore, payload: Any = 1) -> cf.RunInfo:
+def run_one(store: SQLiteStore, payload: Any = 1, **options: Any) -> cf.RunInfo:
     store.migrate()
-    with cf.Client(store, poll_interval=0.05) as client:
+    with cf.Client(store, poll_interval=0.05, **options) as client:
         client.register(simple())
         return client.wait(client.enqueue("simple", payload), timeout=10)
 
@@ -243,9 +243,9 @@ def test_a_bad_id_generator_writes_nothing(db: Path) -> None:
         calls.append(kind)
         return "has a space" if kind == "step" else f"{kind}_ok{len(calls)}"
 
-    store = SQLiteStore(db, id_generator=generator)  # type: ignore[arg-type]
+    store = SQLiteStore(db)
     store.migrate()
-    client = cf.Client(store)
+    client = cf.Client(store, id_generator=generator)  # type: ignore[arg-type]
     client.register(simple())
     with pytest.raises(
         cf.InvalidName, match="the id generator returned 'has a space' for kind 'step'"
@@ -257,10 +257,12 @@ def test_a_bad_id_generator_writes_nothing(db: Path) -> None:
 
 def test_custom_ids_are_used(db: Path) -> None:
     counter = iter(range(1000))
-    store = SQLiteStore(db, id_generator=lambda kind: f"{kind}-{next(counter):04d}")
+    store = SQLiteStore(db)
     store.migrate()
-    info = run_one(store)
-    assert info.id == "run-0000"
+    info = run_one(store, id_generator=lambda kind: f"{kind}-{next(counter):04d}")
+    assert info.id == "run-0000"  # the client named the run and its steps, the store wrote them
+    steps = raw(db, "SELECT id, run_id, name FROM cf_steps ORDER BY position")
+    assert steps == [("step-0001", "run-0000", "one"), ("step-0002", "run-0000", "two")]
 
 
 def test_oversized_and_unencodable_payloads_write_nothing(db: Path) -> None:
@@ -361,6 +363,8 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "promote": (q.promote(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
         # The partial key index (schema 2): "active_key IN (...)" implies its predicate.
         "holder_of_key": (q.holder_of_key("w", ["k1", "k2"]), "cf_runs_active_key"),
+        # After a refused enqueue: which of its run ids landed before (by the id index).
+        "runs_named": (q.runs_named(["r1", "r2"]), by_run_id),
         # Schedules (schema 3): a pass reads its own workflows' due rows; a fire locks its
         # schedule by id; ticks go by their primary key, pruning picks by recorded_at.
         "due_schedules": (q.due_schedules(0, ["w", "v"], 10), "cf_schedules_due"),

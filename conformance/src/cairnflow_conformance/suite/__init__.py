@@ -23,7 +23,13 @@ from .._markers import PROVES, REFUSES, parse_capability
 from .baseline import BaselineTests
 from .clocks import DatabaseClockTests
 from .durability import DurabilityTests
-from .enqueue import BatchEnqueueTests, DelayedStartTests, IdempotencyTests, PayloadLimitTests
+from .enqueue import (
+    BatchEnqueueTests,
+    DelayedStartTests,
+    IdempotencyTests,
+    PayloadLimitTests,
+    RetriedEnqueueTests,
+)
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .processes import MultiProcessTests
@@ -53,6 +59,7 @@ class ConformanceSuite(
     DelayedStartTests,
     BatchEnqueueTests,
     PayloadLimitTests,
+    RetriedEnqueueTests,
     LeaseTests,
     HeartbeatTests,
     ProgressTests,

@@ -1,21 +1,30 @@
-"""Enqueue rules: IDEMPOTENCY (under a race), DELAYED_START, BATCH_ENQUEUE, PAYLOAD_LIMIT."""
+"""Enqueue rules: IDEMPOTENCY (under a race), DELAYED_START, BATCH_ENQUEUE, PAYLOAD_LIMIT,
+and ``create_runs`` sent again after an unknown commit outcome (every store)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
 
 import cairnflow as cf
 from cairnflow import Cap
+from cairnflow.store import NewRun
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT
+from ._shared import TIMEOUT, claim_tokens
 
-__all__ = ["BatchEnqueueTests", "DelayedStartTests", "IdempotencyTests", "PayloadLimitTests"]
+__all__ = [
+    "BatchEnqueueTests",
+    "DelayedStartTests",
+    "IdempotencyTests",
+    "PayloadLimitTests",
+    "RetriedEnqueueTests",
+]
 
 
 def _echo(name: str = "kit-echo") -> cf.Workflow:
@@ -260,3 +269,81 @@ class PayloadLimitTests:
         with pytest.raises(cf.PayloadTooLarge):
             client.signal(ref, "go", "z" * 100)
         assert client.signal(ref, "go", "small") is cf.SignalResult.STORED
+
+
+class RetriedEnqueueTests:
+    """``create_runs`` sent again with the same runs, as a client does when a commit's outcome
+    was lost: runs whose ids exist landed before, and are returned with nothing written.
+
+    At the SPI, so nothing but the store decides: the same :class:`NewRun` objects
+    (same ids) are given twice, and the kit counts what the store holds after.
+    """
+
+    @staticmethod
+    def _new_runs(kit: Kit, jobs: Sequence[cf.Job]) -> tuple[cf.Client, list[NewRun]]:
+        workflow = cf.Workflow("kit-twice")
+        workflow.step(lambda c, d: d, name="first")
+        workflow.step(lambda c, d: d, name="second", after=["first"])
+        client = kit.client(workflow, start=False)
+        now = time.time_ns()
+        return client, [client._new_run(job, now) for job in jobs]
+
+    @staticmethod
+    def _step_count(kit: Kit, run_ids: Sequence[str]) -> int:
+        return sum(len(kit.stored(run_id).steps) for run_id in run_ids)
+
+    @proves()
+    def test_a_run_whose_id_exists_is_returned_and_not_written_again(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        _, (new,) = self._new_runs(kit, [cf.Job("kit-twice", 1)])
+        assert kit.store.create_runs([new]) == [new.id]
+        tokens = claim_tokens(kit.store, "kit-twice")  # the run moves on: "first" is running
+        assert set(tokens) == {new.id}
+        assert kit.store.create_runs([new]) == [new.id], "the retry must return the landed run"
+        assert kit.run_count() == 1, "the retry wrote a second run"
+        stored = kit.stored(new.id)
+        assert [(s.name, s.status) for s in stored.steps] == [
+            ("first", cf.StepStatus.RUNNING),
+            ("second", cf.StepStatus.BLOCKED),
+        ], "the retry wrote over the landed run's steps"
+        assert stored.steps[0].attempt == 1
+
+    @proves(Cap.BATCH_ENQUEUE)
+    def test_a_batch_whose_ids_exist_is_returned_and_not_written_again(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        _, batch = self._new_runs(kit, [cf.Job("kit-twice", n) for n in range(3)])
+        ids = [new.id for new in batch]
+        assert kit.store.create_runs(batch) == ids
+        assert kit.store.create_runs(batch) == ids, "the retry must return the landed batch"
+        assert kit.run_count() == 3, "the retry wrote runs again"
+        assert self._step_count(kit, ids) == 6
+        # All or none: a call of which some ids exist and others do not is no retry of a
+        # landed call. It is refused, and its new run is not written either.
+        _, (fresh,) = self._new_runs(kit, [cf.Job("kit-twice", 3)])
+        with pytest.raises(cf.CairnError):
+            kit.store.create_runs([batch[0], fresh])
+        assert kit.run_count() == 3, "a call with an existing id wrote its other runs"
+        assert kit.store.get_run(fresh.id) is None
+
+    @proves(Cap.IDEMPOTENCY)
+    def test_a_keyed_run_whose_id_exists_is_returned_and_its_key_stays_guarded(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        _, (keyed, other) = self._new_runs(
+            kit, [cf.Job("kit-twice", 1, key="k1"), cf.Job("kit-twice", 2, key="k1")]
+        )
+        assert kit.store.create_runs([keyed]) == [keyed.id]
+        # The key is held by the very run being created: its earlier attempt landed.
+        assert kit.store.create_runs([keyed]) == [keyed.id], "the retry must return the run"
+        assert kit.run_count() == 1, "the retry wrote a second run"
+        assert self._step_count(kit, [keyed.id]) == 2
+        # Another run (another id) with the key is still refused, naming the holder.
+        with pytest.raises(cf.DuplicateRun) as caught:
+            kit.store.create_runs([other])
+        assert caught.value.run_id in (None, keyed.id)
+        assert kit.run_count() == 1

@@ -22,6 +22,7 @@ from .._names import check_key, check_labels, check_name
 from ..clock import Clock, DatabaseClock, Real, Subscribable
 from ..codec import Codec, JSONCodec
 from ..drivers import check_spi_version
+from ..ids import IdGenerator, default_id_generator
 from ..notify import Notifier
 from ..retry import JitterSource
 from ..store import (
@@ -43,6 +44,7 @@ from ._schedule_api import ScheduleMethods
 from ._scheduler import Scheduler, TickEvent
 from ._settings import Settings
 from ._state import CLOSURE_WORKFLOW, EngineState
+from ._writer import RunWriter
 
 __all__ = ["Client"]
 
@@ -76,6 +78,14 @@ class Client(ScheduleMethods):
     raising :class:`~cairnflow.StepTimeout` (and friends) inside sync steps
     that must stop; they then only see ``ctx.cancelled``.
 
+    ``id_generator(kind)`` names every run and step row this client creates
+    (default: :func:`cairnflow.ids.default_id_generator`), before it is written.
+    ``enqueue_timeout`` is how long ``enqueue`` and ``enqueue_many`` send
+    their runs again while the store is unavailable (a write whose commit
+    outcome was lost is found if it landed, never made twice), before they
+    raise :class:`~cairnflow.OutcomeUnknown` naming the run ids; 0 never
+    sends them again.
+
     ``start()`` never migrates: run ``store.migrate()`` (or ``cairn migrate``)
     first. A client that is never started can still enqueue and read.
     """
@@ -106,6 +116,8 @@ class Client(ScheduleMethods):
         tick_retention: float = 7 * 86_400.0,
         leader_election: bool | Elector = False,
         leader_lease: float = 15.0,
+        id_generator: IdGenerator = default_id_generator,
+        enqueue_timeout: float = 30.0,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -123,6 +135,7 @@ class Client(ScheduleMethods):
             prefetch=prefetch,
             role=role,
             tick_retention=tick_retention,
+            enqueue_timeout=enqueue_timeout,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -152,6 +165,7 @@ class Client(ScheduleMethods):
             logger=logger or logging.getLogger("cairnflow"),
         )
         self._reads = RunReader(self._state)
+        self._writer = RunWriter(self._state, id_generator)
         if on_tick is not None:
             if not callable(on_tick):
                 raise TypeError(f"on_tick must be callable, got {on_tick!r}")
@@ -385,12 +399,22 @@ class Client(ScheduleMethods):
         holds it, another enqueue raises :class:`~cairnflow.DuplicateRun`.
         ``delay`` (seconds or a timedelta) starts the run later. ``labels`` are
         short strings stored with the run, for queries.
+
+        One call makes one run, with or without a key, even when the
+        connection is lost while the run is committed: the write is sent
+        again under the same run id for ``enqueue_timeout`` seconds, and found
+        if it had landed. After that, :class:`~cairnflow.OutcomeUnknown`
+        names the run id, whose fate is unknown.
         """
         name = workflow.name if isinstance(workflow, Workflow) else workflow
         return self._create([Job(name, payload, key=key, delay=_seconds(delay), labels=labels)])[0]
 
     def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
-        """Enqueue several runs in one transaction: all of them or none."""
+        """Enqueue several runs in one transaction: all of them or none.
+
+        Sent again through a lost connection like :meth:`enqueue`: all the
+        runs are made once, or :class:`~cairnflow.OutcomeUnknown` names them.
+        """
         jobs = list(jobs)
         self._state.require(Cap.BATCH_ENQUEUE, "enqueue_many()")
         if not jobs:
@@ -411,6 +435,9 @@ class Client(ScheduleMethods):
 
         The run commits or rolls back with the application's writes. Call
         :meth:`wake` after the commit to start it without waiting for a poll.
+        Nothing is sent again here when the store is unavailable: the
+        transaction, its COMMIT and retrying it are the application's (a new
+        call makes a new run id).
         """
         self._state.require(Cap.TRANSACTIONAL_ENQUEUE, "enqueue_tx()")
         name = workflow.name if isinstance(workflow, Workflow) else workflow
@@ -428,17 +455,21 @@ class Client(ScheduleMethods):
         if not callable(fn):
             raise TypeError(f"submit() takes a callable, got {fn!r}")
         now = state.now()
+        steps = (NewStep("call", StepKind.TASK, (), ()),)
+        run_id, step_ids = self._writer.names(len(steps))
         new = NewRun(
+            id=run_id,
             workflow=CLOSURE_WORKFLOW,
             queue="default",
             priority=0,
             payload=state.codec.encode(None),
-            steps=(NewStep("call", StepKind.TASK, (), ()),),
+            steps=steps,
+            step_ids=step_ids,
             created_at=now,
             run_at=now,
             closure=functools.partial(fn, *args, **kwargs),
         )
-        run_id = state.store.create_runs([new])[0]
+        self._writer.create([new])
         state.work_made_ready(others=False)
         return RunRef(run_id, CLOSURE_WORKFLOW)
 
@@ -447,7 +478,7 @@ class Client(ScheduleMethods):
         now = state.now()
         runs = [self._new_run(job, now) for job in jobs]
         if tx is None:
-            run_ids = state.store.create_runs(runs)
+            run_ids = self._writer.create(runs)
         else:
             transactional = state.facets.transactional
             assert transactional is not None  # enqueue_tx required the capability
@@ -482,12 +513,16 @@ class Client(ScheduleMethods):
                 run_at = now + int(delay * _NS)
         labels = check_labels(job.labels)
         payload = self._encode(job.payload, f"the payload of workflow {workflow.name!r}")
+        steps = self._steps[workflow.name]
+        run_id, step_ids = self._writer.names(len(steps))
         return NewRun(
+            id=run_id,
             workflow=workflow.name,
             queue=workflow.queue,
             priority=workflow.priority,
             payload=payload,
-            steps=self._steps[workflow.name],
+            steps=steps,
+            step_ids=step_ids,
             created_at=now,
             run_at=run_at,
             key=key,

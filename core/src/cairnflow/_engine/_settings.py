@@ -47,6 +47,9 @@ class Settings:
     ``scheduler``: fires schedules (and keeps the housekeeping) only."""
     tick_retention: float = 7 * 86_400.0
     """How long recorded schedule ticks are kept, in seconds (each schedule's newest stays)."""
+    enqueue_timeout: float = 30.0
+    """How long an enqueue sends its runs again while the store is unavailable, in seconds
+    (0: never); then it raises :class:`~cairnflow.OutcomeUnknown`."""
 
     @property
     def runs_steps(self) -> bool:
@@ -80,6 +83,7 @@ class Settings:
         prefetch: object,
         role: object = "all",
         tick_retention: object = 7 * 86_400.0,
+        enqueue_timeout: object = 30.0,
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
@@ -96,6 +100,7 @@ class Settings:
         return cls(
             role=str(role),
             tick_retention=check_seconds("tick_retention", tick_retention),
+            enqueue_timeout=check_seconds("enqueue_timeout", enqueue_timeout, zero=True),
             workers=workers,
             poll_interval=check_seconds("poll_interval", poll_interval),
             lease=check_seconds("lease", lease),

@@ -1,16 +1,25 @@
 """Creating runs: every run of an enqueue with its steps, in one transaction, or none.
 
-The rows are built in Python first (ids, statuses, JSON), then written with
-two ``executemany`` statements whatever the number of runs. An idempotency
-key is guarded by a unique index on the runs' ``active_key`` (cleared when a
-run ends), not by a read before the write: two enqueues racing on one key
-cannot both pass, and the loser learns who won from :meth:`Enqueue.duplicate`.
+The rows are built in Python first (JSON, statuses; the ids are the client's,
+given with the runs), then written with two ``executemany`` statements whatever
+the number of runs. An idempotency key is guarded by a unique index on the
+runs' ``active_key`` (cleared when a run ends), not by a read before the write:
+two enqueues racing on one key cannot both pass, and the loser learns who won
+from :meth:`Enqueue.duplicate`.
+
+A write refused by a unique index may also be the client's retry of a write
+whose COMMIT outcome it never learned (the connection died during it): the
+runs' own ids are in the way, or a key their earlier attempt holds. Only then,
+after the refusal, :meth:`Enqueue.landed` reads which of the ids exist: all of
+them is the earlier attempt, landed, and its ids are returned with nothing
+written. The write itself never reads first.
 
 In the application's transaction (``create_runs_in``, ``Cap.TRANSACTIONAL_ENQUEUE``)
 the same inserts run on the application's connection, which the dialect checks
 first (:meth:`Dialect.application_connection`), inside a savepoint
 (:meth:`Dialect.savepoint`), so a refused key leaves the application's
-transaction usable; nothing there is committed here. A store with a notifier
+transaction usable; nothing there is committed here, and nothing is retried
+(the client never sends those runs twice). A store with a notifier
 asks the dialect to queue its wake-up in that transaction
 (:meth:`Dialect.notify_in_transaction`), so it is sent at commit, never before.
 """
@@ -18,18 +27,20 @@ asks the dialect to queue its wake-up in that transaction
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .. import ids
 from .._errors import CairnError, DuplicateRun
-from ..store import NewRun
+from ..store import NewRun, landed
 from ._dialect import Cursor
-from ._parts import Part
-from ._rows import to_text
+from ._parts import Part, chunks
+from ._rows import ExistingRun, to_text
 from ._transactions import UniqueViolation
 
 __all__ = ["Enqueue", "EnqueueRows"]
+
+log = logging.getLogger("cairnflow.sql")
 
 EnqueueRows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]]
 """Run ids, run rows and step rows of one enqueue (:meth:`Enqueue.prepare`)."""
@@ -46,7 +57,16 @@ class Enqueue(Part):
         try:
             return self._tx.run(lambda cur: self.insert(cur, rows))
         except UniqueViolation:
-            raise self.duplicate(runs) from None
+            found = self.landed(runs)  # read only now: the write never reads first
+            if found is None:
+                raise self.duplicate(runs) from None
+            self._tx.stats.count(landed=1)
+            log.info(
+                "%d run(s) were written by an earlier attempt whose commit outcome was lost: %s",
+                len(found),
+                ", ".join(found),
+            )
+            return found
 
     def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
         """Insert the runs in the application's open transaction ``tx`` (never committed here)."""
@@ -69,8 +89,8 @@ class Enqueue(Part):
             raise self.duplicate(runs) from None
 
     def prepare(self, runs: Sequence[NewRun]) -> EnqueueRows:
-        """The rows of ``runs``, their ids made: everything but the writing, which may fail
-        here (a key given twice, a callable) before any transaction begins."""
+        """The rows of ``runs``: everything but the writing, which may fail here (a key
+        given twice, a callable) before any transaction begins."""
         seen: set[tuple[str, str]] = set()
         for new in runs:
             if new.closure is not None:
@@ -79,11 +99,11 @@ class Enqueue(Part):
                 if (new.workflow, new.key) in seen:
                     raise DuplicateRun(new.workflow, new.key)
                 seen.add((new.workflow, new.key))
-        generator = self.context.id_generator
-        run_ids = [ids.new_id(generator, "run") for _ in runs]
+        run_ids = [new.id for new in runs]
         run_rows = []
         step_rows = []
-        for run_id, new in zip(run_ids, runs, strict=True):
+        for new in runs:
+            run_id = new.id
             run_rows.append(
                 (
                     run_id,
@@ -99,11 +119,11 @@ class Enqueue(Part):
                     new.run_at,
                 )
             )
-            for position, step in enumerate(new.steps):
+            for position, (step_id, step) in enumerate(zip(new.step_ids, new.steps, strict=True)):
                 root = not step.parents
                 step_rows.append(
                     (
-                        ids.new_id(generator, "step"),
+                        step_id,
                         run_id,
                         new.workflow,
                         new.queue,
@@ -137,6 +157,25 @@ class Enqueue(Part):
         self._tx.execute_many(cur, self._q.insert_step, step_rows)
         return run_ids
 
+    def landed(self, runs: Sequence[NewRun]) -> list[str] | None:
+        """The ids of ``runs`` if an earlier attempt wrote them all, None if it wrote none.
+
+        Read after a unique index refused ``runs``, never before (see the module
+        docstring); :func:`cairnflow.store.landed` decides, and refuses ids that collided.
+        """
+        run_ids = [new.id for new in runs]
+        q = self._q
+
+        def work(cur: Cursor) -> list[ExistingRun]:
+            return [
+                ExistingRun.from_row(row)
+                for chunk in chunks(run_ids)
+                for row in self._execute(cur, *q.runs_named(chunk)).fetchall()
+            ]
+
+        existing = self._tx.read(work)
+        return landed(runs, {run.id: run.workflow for run in existing})
+
     def duplicate(self, runs: Sequence[NewRun]) -> CairnError:
         """What to raise after a unique index refused ``runs``: who holds which key."""
         by_workflow: dict[str, list[str]] = {}
@@ -151,4 +190,7 @@ class Enqueue(Part):
         if by_workflow:
             workflow, keys = next(iter(by_workflow.items()))
             return DuplicateRun(workflow, keys[0])
-        return CairnError("a run id made by the id generator already exists; nothing was written")
+        return CairnError(
+            "an id given to create_runs (a run's or a step's) exists already: the id generator "
+            "made ids that collided; nothing was written"
+        )

@@ -4,7 +4,7 @@
 transition (enqueue, claims, leases, outcomes, reads, schema), rather than
 written as one class: each part is a few hundred lines that can be read, and
 grown, alone. They share one :class:`Context` (dialect, statements, tables,
-the transaction runner, id generator) and call each other only where a
+the transaction runner) and call each other only where a
 transition needs another's step (outcomes claim, and ask leases why a fenced
 write missed), through references given when the store is built.
 
@@ -19,7 +19,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .. import ids
 from ..notify import Notifier
 from ..store import StoreInfo
 from ._dialect import Dialect
@@ -53,7 +52,6 @@ class Context:
     tables: Tables
     queries: Queries
     tx: Transactions
-    id_generator: ids.IdGenerator
     info: StoreInfo
     migrations: tuple[Migration, ...]
     notifier: Notifier | None

@@ -63,6 +63,7 @@ class Queries:
         self.insert_run = r(s.INSERT_RUN)
         self.insert_step = r(s.INSERT_STEP)
         self._holder_of_key = r(s.HOLDER_OF_KEY)
+        self._runs_named = r(s.RUNS_NAMED)
         # -- claiming
         self._ready = r(s.READY)
         self._update_returning = r(s.UPDATE_RETURNING)
@@ -228,6 +229,10 @@ class Queries:
     def holder_of_key(self, workflow: str, keys: Sequence[str]) -> Statement:
         """Which run holds which of ``keys``."""
         return self._holder_of_key.format(keys=marks(len(keys))), (workflow, *keys)
+
+    def runs_named(self, run_ids: Sequence[str]) -> Statement:
+        """Id and workflow of those of ``run_ids`` that exist."""
+        return self._runs_named.format(ids=marks(len(run_ids))), tuple(run_ids)
 
     def claim_runs(self, run_ids: Sequence[str]) -> Statement:
         """Payload and labels of the runs of claimed steps."""

@@ -35,6 +35,7 @@ __all__ = [
     "ClaimedRun",
     "ClaimedStep",
     "DueStep",
+    "ExistingRun",
     "ExpiredStep",
     "FinishingStep",
     "LeaderRow",
@@ -176,6 +177,19 @@ class FinishingStep(NamedTuple):
             step_id, run_id, children, left = row
             steps_left = int(left)
         return _new(cls, (to_text(step_id), to_text(run_id), to_json(children), steps_left))
+
+
+class ExistingRun(NamedTuple):
+    """``runs_named``: a run id that exists, and its workflow."""
+
+    id: str
+    workflow: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ExistingRun:
+        """Convert a ``runs_named`` row."""
+        run_id, workflow = row
+        return _new(cls, (to_text(run_id), to_text(workflow)))
 
 
 class LockedRun(NamedTuple):

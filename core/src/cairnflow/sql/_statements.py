@@ -119,6 +119,12 @@ HOLDER_OF_KEY = """
             WHERE workflow = ? AND active_key IN ({keys})"""
 """Which run holds which idempotency key: who won, after a unique index refused an enqueue."""
 
+RUNS_NAMED = """
+            SELECT id, workflow FROM {runs}
+            WHERE id IN ({ids})"""
+"""Which of an enqueue's run ids exist, and under which workflow: after a unique index refused
+the enqueue, whether an earlier attempt of it landed (:func:`cairnflow.store.landed`)."""
+
 # -- claiming ---------------------------------------------------------------------------------
 # Only due steps are 'ready' (steps due later are 'scheduled' until promoted), so the
 # claim has no range condition: it walks the ready index in order and stops at n.

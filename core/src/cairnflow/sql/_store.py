@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from .. import ids
 from .._caps import Cap
 from .._checks import check_int
 from .._version import SPI_VERSION
@@ -111,10 +110,11 @@ class SQLStore:
     """The Store SPI on any DB-API 2.0 driver; a driver supplies the dialect and connections.
 
     ``table_prefix`` (default ``cf_``) and ``schema`` name the namespace; both
-    are validated and quoted. ``id_generator`` makes run and step ids.
-    ``error_classifier`` overrides the dialect's. Retryable errors (deadlocks,
-    busy databases) retry the whole transaction up to ``tx_attempts`` times;
-    unavailable ones are raised as :class:`cairnflow.Unavailable`.
+    are validated and quoted. The runs' and steps' ids are the client's
+    (:class:`~cairnflow.store.NewRun`). ``error_classifier`` overrides the
+    dialect's. Retryable errors (deadlocks, busy databases) retry the whole
+    transaction up to ``tx_attempts`` times; unavailable ones are raised as
+    :class:`cairnflow.Unavailable`.
     """
 
     capabilities: frozenset[Cap] = SQL_CAPABILITIES
@@ -129,7 +129,6 @@ class SQLStore:
         info: StoreInfo,
         table_prefix: str = "cf_",
         schema: str | None = None,
-        id_generator: ids.IdGenerator = ids.default_id_generator,
         error_classifier: ErrorClassifier | None = None,
         tx_attempts: int = 5,
         notifier: Notifier | None = None,
@@ -156,7 +155,6 @@ class SQLStore:
                 driver=info.driver,
                 stats=self.stats,
             ),
-            id_generator=id_generator,
             info=info,
             migrations=tuple(migrations),
             notifier=notifier,

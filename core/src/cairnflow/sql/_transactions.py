@@ -53,20 +53,27 @@ log = logging.getLogger("cairnflow.sql")
 
 
 class StoreStats:
-    """Counts of what a SQL store sent to its database (for benchmarks and tuning)."""
+    """Counts of what a SQL store sent to its database (for benchmarks and tuning), and
+    of the enqueues it found had landed before."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.transactions = 0
         self.statements = 0
         self.retries = 0
+        self.landed = 0
+        """Enqueues that found their runs written already: a client's retry of a write
+        whose commit outcome it never learned, which had landed."""
 
-    def count(self, *, transactions: int = 0, statements: int = 0, retries: int = 0) -> None:
+    def count(
+        self, *, transactions: int = 0, statements: int = 0, retries: int = 0, landed: int = 0
+    ) -> None:
         """Add to the counters."""
         with self._lock:
             self.transactions += transactions
             self.statements += statements
             self.retries += retries
+            self.landed += landed
 
     def snapshot(self) -> dict[str, int]:
         """The counters now."""
@@ -75,6 +82,7 @@ class StoreStats:
                 "transactions": self.transactions,
                 "statements": self.statements,
                 "retries": self.retries,
+                "landed": self.landed,
             }
 
 

@@ -16,6 +16,7 @@ from ._facets import (
     check_store,
     facet_of,
 )
+from ._landed import landed
 from ._memory import MemoryStore
 from ._protocol import Store
 from ._records import (
@@ -96,4 +97,5 @@ __all__ = [
     "check_store",
     "derive_status",
     "facet_of",
+    "landed",
 ]

@@ -28,6 +28,7 @@ from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
 from ._facets import KERNEL, Leadership, Schedules, facet_capabilities
+from ._landed import landed
 from ._memory_schedules import MemorySchedules
 from ._records import (
     ACTIVE,
@@ -116,9 +117,8 @@ class MemoryStore(MemorySchedules):
     the clients of this object only), and the schedules and leadership facets."""
     spi_version = SPI_VERSION
 
-    def __init__(self, *, id_generator: ids.IdGenerator = ids.default_id_generator) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._id_generator = id_generator
         self._lock = threading.RLock()
         self._runs: dict[str, _Run] = {}
         self._ready: dict[str, _Step] = {}
@@ -167,10 +167,13 @@ class MemoryStore(MemorySchedules):
 
     # -- writing runs -------------------------------------------------------------
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
-        """Create every run or none (see :meth:`Store.create_runs`)."""
-        run_ids = [ids.new_id(self._id_generator, "run") for _ in runs]
-        step_ids = [[ids.new_id(self._id_generator, "step") for _ in run.steps] for run in runs]
+        """Create every run or none; runs whose ids exist landed before (see
+        :meth:`Store.create_runs`)."""
         with self._lock:
+            existing = {new.id: self._runs[new.id].workflow for new in runs if new.id in self._runs}
+            done = landed(runs, existing)
+            if done is not None:
+                return done
             seen: set[tuple[str, str]] = set()
             for new in runs:
                 if new.key is None:
@@ -179,18 +182,18 @@ class MemoryStore(MemorySchedules):
                 if slot in seen or slot in self._active_keys:
                     raise DuplicateRun(new.workflow, new.key, self._active_keys.get(slot))
                 seen.add(slot)
-            for run_id, new, sids in zip(run_ids, runs, step_ids, strict=True):
-                self._insert(run_id, new, sids)
-        return run_ids
+            for new in runs:
+                self._insert(new)
+        return [new.id for new in runs]
 
     def _run_state(self, run_id: str) -> str | None:
         """The stored state of a run (lock held), None when it is gone."""
         run = self._runs.get(run_id)
         return None if run is None else run.state
 
-    def _insert(self, run_id: str, new: NewRun, step_ids: list[str]) -> None:
+    def _insert(self, new: NewRun) -> None:
         run = _Run(
-            id=run_id,
+            id=new.id,
             workflow=new.workflow,
             queue=new.queue,
             priority=new.priority,
@@ -203,7 +206,7 @@ class MemoryStore(MemorySchedules):
             closure=new.closure,
             steps_left=len(new.steps),
         )
-        for step_id, spec in zip(step_ids, new.steps, strict=True):
+        for step_id, spec in zip(new.step_ids, new.steps, strict=True):
             root = not spec.parents
             step = _Step(
                 id=step_id,
@@ -220,9 +223,9 @@ class MemoryStore(MemorySchedules):
             run.steps[spec.name] = step
             if root:
                 self._make_ready(step, new.run_at, new.created_at)
-        self._runs[run_id] = run
+        self._runs[new.id] = run
         if new.key is not None:
-            self._active_keys[(new.workflow, new.key)] = run_id
+            self._active_keys[(new.workflow, new.key)] = new.id
 
     # -- claiming and leases ---------------------------------------------------------
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:

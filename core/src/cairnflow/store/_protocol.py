@@ -110,10 +110,27 @@ class Store(Protocol):
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
         """Create ``runs`` with their steps in one transaction; return their ids in order.
 
-        All or none: if any key is held by an unfinished run of the same
-        workflow (or twice in ``runs``), raise :class:`~cairnflow.DuplicateRun`
-        and write nothing. (Inside the application's own transaction:
-        :class:`~cairnflow.store.TransactionalEnqueue`.)
+        The runs' ids are given (``NewRun.id``, and ``NewRun.step_ids`` for
+        step rows): the store writes them and makes none of its own. All runs
+        of one call land together or none. Creating a run whose id already
+        exists with the same workflow is not an error: it returns without
+        writing (the earlier attempt landed). The client sends a call again,
+        with the same runs, when the first one's commit outcome was unknown
+        (:class:`~cairnflow.Unavailable`), so on that retry either every id
+        exists (return them, write nothing) or none does (write them all);
+        :func:`~cairnflow.store.landed` decides which, and refuses ids that
+        collided (some of the call's ids exist and others do not, or under
+        another workflow) with :class:`~cairnflow.CairnError`.
+
+        If any key is held by an unfinished run of the same workflow, other
+        than the very run being created (its earlier attempt landed), or
+        given twice in ``runs``, raise :class:`~cairnflow.DuplicateRun` and
+        write nothing. A store reads nothing before its write to tell a retry
+        from a first attempt: it looks only once the write was refused, so an
+        enqueue costs no more than its inserts. A connection lost during the
+        COMMIT raises :class:`~cairnflow.Unavailable` (the outcome is unknown);
+        one lost before it may be retried by the store itself. (Inside the
+        application's own transaction: :class:`~cairnflow.store.TransactionalEnqueue`.)
         """
         ...
 

@@ -79,20 +79,37 @@ class NewStep:
 @dataclass(frozen=True, slots=True)
 class NewRun:
     """A run to create, as the client prepared it from a :class:`cairnflow.Job` (or a
-    schedule's tick): the payload encoded, the workflow's steps, queue and priority
-    resolved, times absolute. Root steps start ready and due at ``run_at``."""
+    schedule's tick): named, the payload encoded, the workflow's steps, queue and
+    priority resolved, times absolute. Root steps start ready and due at ``run_at``.
 
+    The client names the run (``id``) and its step rows (``step_ids``) before
+    anything is written, so a write whose commit outcome is unknown can be sent
+    again under the same names and recognised if it landed
+    (:meth:`cairnflow.store.Store.create_runs`).
+    """
+
+    id: str
+    """The run's id, made by the client's id generator."""
     workflow: str
     queue: str
     priority: int
     payload: bytes
     steps: tuple[NewStep, ...]
+    step_ids: tuple[str, ...]
+    """An id for each step's row, in the order of ``steps`` (a store that keys its steps
+    by run and name has no use for them)."""
     created_at: int
     run_at: int
     key: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     closure: Callable[..., Any] | None = None
     """A Python callable to run as the one step (``Cap.CLOSURE``; in-process stores only)."""
+
+    def __post_init__(self) -> None:
+        if len(self.step_ids) != len(self.steps):
+            raise ValueError(
+                f"run {self.id!r} has {len(self.steps)} step(s) and {len(self.step_ids)} step id(s)"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from typing import Any
 import pymysql
 from pymysql.constants import CLIENT
 
-from cairnflow import CairnError, Cap, StoreOpenError, Unavailable, ids
+from cairnflow import CairnError, Cap, StoreOpenError, Unavailable
 from cairnflow.notify import LOCAL
 from cairnflow.sql import (
     SQL_CAPABILITIES,
@@ -138,7 +138,6 @@ class MySQLStore(SQLStore):
         tx_attempts: int | None = None,
         lock_wait_timeout: int | None = None,
         migration_lock_timeout: int | None = None,
-        id_generator: ids.IdGenerator = ids.default_id_generator,
         error_classifier: ErrorClassifier | None = None,
         connect_args: Mapping[str, Any] | None = None,
     ) -> None:
@@ -189,7 +188,6 @@ class MySQLStore(SQLStore):
                 durable=True,
             ),
             table_prefix=prefix,
-            id_generator=id_generator,
             error_classifier=error_classifier,
             # Deadlocks are rare here, but cheap to retry: retry more than the default.
             tx_attempts=opts.get("tx_attempts", 10),

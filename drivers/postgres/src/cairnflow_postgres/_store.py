@@ -17,7 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from cairnflow import CairnError, Cap, InvalidName, StoreOpenError, Unavailable, ids
+from cairnflow import CairnError, Cap, InvalidName, StoreOpenError, Unavailable
 from cairnflow.sql import (
     SQL_CAPABILITIES,
     ErrorClassifier,
@@ -244,7 +244,6 @@ class PostgresStore(SQLStore):
         pool_timeout: float = 30.0,
         notify: bool = True,
         notify_debounce: float = 0.01,
-        id_generator: ids.IdGenerator = ids.default_id_generator,
         error_classifier: ErrorClassifier | None = None,
         tx_attempts: int = 5,
     ) -> None:
@@ -319,7 +318,6 @@ class PostgresStore(SQLStore):
             ),
             table_prefix=table_prefix,
             schema=schema,
-            id_generator=id_generator,
             error_classifier=error_classifier,
             tx_attempts=tx_attempts,
             notifier=self.notifier,

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from cairnflow import CairnError, Cap, StoreOpenError, ids
+from cairnflow import CairnError, Cap, StoreOpenError
 from cairnflow.notify import LOCAL
 from cairnflow.sql import (
     SQL_CAPABILITIES,
@@ -64,7 +64,6 @@ class SQLiteStore(SQLStore):
         synchronous: str = "FULL",
         busy_timeout: float = 5.0,
         pool_size: int = 32,
-        id_generator: ids.IdGenerator = ids.default_id_generator,
         error_classifier: ErrorClassifier | None = None,
         tx_attempts: int = 5,
     ) -> None:
@@ -118,7 +117,6 @@ class SQLiteStore(SQLStore):
                 server=f"SQLite {sqlite3.sqlite_version}",
             ),
             table_prefix=table_prefix,
-            id_generator=id_generator,
             error_classifier=error_classifier,
             tx_attempts=tx_attempts,
             notifier=LOCAL,

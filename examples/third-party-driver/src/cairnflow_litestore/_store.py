@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import cairnflow as cf
-from cairnflow import Cap, ErrorInfo, StepKind, StepStatus
-from cairnflow import ids as cf_ids
+from cairnflow import Cap, ErrorInfo, StepKind, StepStatus, ids
 from cairnflow.notify import LOCAL, Notifier
 from cairnflow.store import (
     ACTIVE,
@@ -49,6 +48,7 @@ from cairnflow.store import (
     StoreInfo,
     Succeeded,
     WaitFor,
+    landed,
 )
 
 from ._schema import LATEST_SCHEMA, MIGRATIONS, meta_table
@@ -121,7 +121,6 @@ class LiteStore:
         *,
         table_prefix: str = "lite_",
         busy_timeout: float = 30.0,
-        id_generator: cf_ids.IdGenerator = cf_ids.default_id_generator,
     ) -> None:
         if not isinstance(table_prefix, str) or not _PREFIX.fullmatch(table_prefix):
             raise cf.InvalidName(
@@ -134,7 +133,6 @@ class LiteStore:
             )
         self._path = str(Path(text).absolute())
         self._prefix = table_prefix
-        self._id_generator = id_generator
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = sqlite3.connect(
             self._path,
@@ -283,57 +281,88 @@ class LiteStore:
 
     # -- writing runs --------------------------------------------------------------------------
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
-        """Create every run with its steps in one transaction, or none."""
+        """Create every run with its steps in one transaction, or none.
+
+        The ids are the client's. A unique index refusing the write is either
+        a key held by another run (DuplicateRun) or the client's retry of a
+        write that landed though its caller never heard back: then every id
+        exists, and they are returned with nothing written (read only after
+        the refusal, in a transaction of its own).
+        """
         if any(run.closure is not None for run in runs):
             raise NotImplementedError("litestore does not declare CLOSURE")
-        run_ids = [cf_ids.new_id(self._id_generator, "run") for _ in runs]
         seen: set[tuple[str, str]] = set()
         for new in runs:
             if new.key is not None:
                 if (new.workflow, new.key) in seen:
                     raise cf.DuplicateRun(new.workflow, new.key)
                 seen.add((new.workflow, new.key))
-        with self._write() as db:
-            for run_id, new in zip(run_ids, runs, strict=True):
-                self._insert(db, run_id, new)
-        return run_ids
-
-    def _insert(self, db: sqlite3.Connection, run_id: str, new: NewRun) -> None:
         try:
-            db.execute(
-                f"INSERT INTO {self._t('runs')} (id, workflow, queue, priority, payload, idem_key, "
-                "labels, created_at, run_at, state, steps_left) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    run_id,
-                    new.workflow,
-                    new.queue,
-                    new.priority,
-                    new.payload,
-                    new.key,
-                    json.dumps(dict(new.labels), sort_keys=True),
-                    new.created_at,
-                    new.run_at,
-                    ACTIVE,
-                    len(new.steps),
-                ),
-            )
+            with self._write() as db:
+                for new in runs:
+                    self._insert(db, new)
         except sqlite3.IntegrityError:
-            if new.key is None:
-                raise
-            # The partial unique index refused the key: an active run holds it.
+            with self._read() as db:
+                found = landed(runs, self._workflows_of(db, [new.id for new in runs]))
+                if found is not None:
+                    return found
+                raise self._duplicate(db, runs) from None
+        return [new.id for new in runs]
+
+    def _workflows_of(self, db: sqlite3.Connection, run_ids: list[str]) -> dict[str, str]:
+        """The workflow of each of ``run_ids`` that exists."""
+        found: dict[str, str] = {}
+        for start in range(0, len(run_ids), 500):  # well under SQLite's bound-values limit
+            chunk = run_ids[start : start + 500]
+            rows = db.execute(
+                f"SELECT id, workflow FROM {self._t('runs')} WHERE id IN ({_marks(chunk)})", chunk
+            )
+            found.update((run_id, workflow) for run_id, workflow in rows)
+        return found
+
+    def _duplicate(self, db: sqlite3.Connection, runs: Sequence[NewRun]) -> cf.CairnError:
+        """The DuplicateRun naming who holds a key of ``runs`` (the partial index refused it).
+
+        Read after the refusal: a holder that finished meanwhile is not named.
+        """
+        keyed = [new for new in runs if new.key is not None]
+        for new in keyed:
             holder = db.execute(
                 f"SELECT id FROM {self._t('runs')} WHERE workflow = ? AND idem_key = ? "
                 "AND state = ?",
                 (new.workflow, new.key, ACTIVE),
             ).fetchone()
-            raise cf.DuplicateRun(new.workflow, new.key, holder[0] if holder else None) from None
+            if holder is not None:
+                return cf.DuplicateRun(new.workflow, str(new.key), holder[0])
+        if keyed:
+            return cf.DuplicateRun(keyed[0].workflow, str(keyed[0].key))
+        return cf.CairnError("a run id given to create_runs collided with a stored one")
+
+    def _insert(self, db: sqlite3.Connection, new: NewRun) -> None:
+        db.execute(
+            f"INSERT INTO {self._t('runs')} (id, workflow, queue, priority, payload, idem_key, "
+            "labels, created_at, run_at, state, steps_left) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                new.id,
+                new.workflow,
+                new.queue,
+                new.priority,
+                new.payload,
+                new.key,
+                json.dumps(dict(new.labels), sort_keys=True),
+                new.created_at,
+                new.run_at,
+                ACTIVE,
+                len(new.steps),
+            ),
+        )
         db.executemany(
             f"INSERT INTO {self._t('steps')} (run_id, name, position, kind, workflow, queue, "
             "priority, parents, children, parents_left, status, due_at) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
-                    run_id,
+                    new.id,
                     step.name,
                     position,
                     step.kind.value,
@@ -375,7 +404,7 @@ class LiteStore:
             [*params, request.limit],
         ).fetchall()
         for (seq,) in rows:
-            token = cf_ids.new_token()
+            token = ids.new_token()
             db.execute(
                 f"UPDATE {self._t('steps')} SET status = 'running', attempt = attempt + 1, "
                 "token = ?, lease_until = ?, node = ?, started_at = ? WHERE seq = ?",
