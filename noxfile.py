@@ -77,6 +77,34 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/run.py", *session.posargs)
 
 
+# The peers of ``bench-peers``, pinned: the versions its table in docs/benchmarks.md names.
+BENCH_PEERS = {
+    "pgqueuer": ["pgqueuer==1.6.0", "asyncpg==0.32.0"],
+    "procrastinate": ["procrastinate==3.10.0"],
+    "dbos": ["dbos==3.4.0"],
+}
+
+
+@nox.session(name="bench-peers")
+def bench_peers(session: nox.Session) -> None:
+    """cairnflow against PgQueuer, Procrastinate and DBOS on Postgres (``-- --quick --write``).
+
+    cairnflow is installed as for ``bench``; each peer at its pinned version, one at a time: a
+    peer that cannot be installed is named and marked "not installed", the others still run.
+    """
+    session.install(*_editable(CORE, *_drivers()))
+    missing = []
+    for peer, pins in BENCH_PEERS.items():
+        try:
+            session.install(*pins)
+        except nox.command.CommandFailed:
+            session.warn(f"bench-peers: {peer} ({', '.join(pins)}) could not be installed")
+            missing.append(peer)
+    if missing:
+        session.log(f"bench-peers: not installed: {', '.join(missing)}")
+    session.run("python", "bench/run_peers.py", *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint and import order."""

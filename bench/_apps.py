@@ -26,6 +26,18 @@ def noop() -> cf.Workflow:
     return cf.Workflow("noop", steps=[cf.Step("only", _noop)])
 
 
+def chain3() -> cf.Workflow:
+    """A chain of three steps (``bench/run_peers.py``)."""
+    return cf.Workflow(
+        "chain3",
+        steps=[
+            cf.Step("s1", _pass),
+            cf.Step("s2", _pass, after=["s1"]),
+            cf.Step("s3", _pass, after=["s2"]),
+        ],
+    )
+
+
 def chain5() -> cf.Workflow:
     """A chain of five steps (W3)."""
     steps = [cf.Step("s1", _pass)]
@@ -47,4 +59,4 @@ def probe() -> cf.Workflow:
     return cf.Workflow("probe", steps=[cf.Step("start", _started)])
 
 
-ALL = {"noop": noop, "chain5": chain5, "fan": fan, "probe": probe}
+ALL = {"noop": noop, "chain3": chain3, "chain5": chain5, "fan": fan, "probe": probe}

@@ -153,8 +153,8 @@ def enqueue_all(store: Any, workflow: cf.Workflow, runs: int, payload: Any = Non
 
 
 # -- W1 ----------------------------------------------------------------------------------------------
-def w1_enqueue(engine: Engine, *, single: int, batched: int) -> dict[str, Any]:
-    """Runs per second enqueued one per transaction, and with enqueue_many(1000)."""
+def w1_enqueue(engine: Engine, *, single: int, batched: int, batch: int = 1000) -> dict[str, Any]:
+    """Runs per second enqueued one per transaction, and with enqueue_many(batch)."""
     with namespace(engine) as (prefix, store):
         client = cf.Client(store)
         client.register(_apps.noop())
@@ -163,8 +163,10 @@ def w1_enqueue(engine: Engine, *, single: int, batched: int) -> dict[str, Any]:
             client.enqueue("noop", i)
         one = single / (time.perf_counter() - started)
         started = time.perf_counter()
-        for start in range(0, batched, 1000):
-            client.enqueue_many(cf.Job("noop", i) for i in range(start, min(start + 1000, batched)))
+        for start in range(0, batched, batch):
+            client.enqueue_many(
+                cf.Job("noop", i) for i in range(start, min(start + batch, batched))
+            )
         many = batched / (time.perf_counter() - started)
         (count,) = raw_one(engine, f"SELECT COUNT(*) FROM {q(engine, prefix + 'runs')}")
         if int(count) != single + batched:
@@ -213,8 +215,9 @@ def w2_drain(
 
 # -- W3 ----------------------------------------------------------------------------------------------
 def w3_workflow(engine: Engine, *, runs: int, shape: str, workers: int = 8) -> dict[str, Any]:
-    """Steps per second of a 5-step chain or a 1 -> 4 -> 1 fan, and the cost of each step."""
-    workflow = _apps.chain5() if shape == "chain5" else _apps.fan()
+    """Steps per second of a 5-step chain or a 1 -> 4 -> 1 fan (or ``chain3``, for the peers'
+    comparison), and the cost of each step."""
+    workflow = {"chain3": _apps.chain3, "chain5": _apps.chain5, "fan": _apps.fan}[shape]()
     with namespace(engine) as (prefix, store):
         enqueue_all(store, workflow, runs, payload=1)
         counting = CountingStore(store)
