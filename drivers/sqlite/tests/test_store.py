@@ -29,7 +29,13 @@ def run_one(store: SQLiteStore, payload: Any = 1) -> cf.RunInfo:
         return client.wait(client.enqueue("simple", payload), timeout=10)
 
 
-MIGRATIONS = ["001_init", "002_partial_active_key", "003_schedules", "004_leaders"]
+MIGRATIONS = [
+    "001_init",
+    "002_partial_active_key",
+    "003_schedules",
+    "004_leaders",
+    "005_queues",
+]
 
 
 def raw(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -78,7 +84,8 @@ def test_a_newer_schema_is_refused_with_both_versions(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     raw(db, "INSERT INTO cf_migrations VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 4"):
+    known = rf"knows versions up to {len(MIGRATIONS)}"
+    with pytest.raises(cf.SchemaTooNew, match=rf"schema version 99 .* {known}"):
         store.check_schema()
 
 
@@ -133,7 +140,8 @@ def test_a_schema_one_database_is_refused_until_migrated_then_keeps_its_keys(db:
     held = writer.enqueue("keyed", 1, key="order-1")
     finished = run_one(old)
     with pytest.raises(
-        cf.SchemaNotReady, match=r"002_partial_active_key, 003_schedules, 004_leaders are not"
+        cf.SchemaNotReady,
+        match=r"002_partial_active_key, 003_schedules, 004_leaders, 005_queues are not",
     ):
         SQLiteStore(db).check_schema()
     new = SQLiteStore(db)
@@ -154,7 +162,7 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     old = _older_release(db, 2)
     assert old.migrate() == ["001_init", "002_partial_active_key"]
     before = run_one(old)
-    with pytest.raises(cf.SchemaNotReady, match=r"003_schedules, 004_leaders are not applied"):
+    with pytest.raises(cf.SchemaNotReady, match=r"003_schedules, 004_leaders, 005_queues are not"):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
         cf.Client(SQLiteStore(db)).start()  # a client refuses it too, before any statement
@@ -174,12 +182,12 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     old = _older_release(db, 3)
     assert old.migrate() == MIGRATIONS[:3]
     before = run_one(old)
-    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 004_leaders are not applied"):
+    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 004_leaders, 005_queues are not"):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
         cf.Client(SQLiteStore(db), leader_election=True).start()
     new = SQLiteStore(db)
-    assert new.migrate() == ["004_leaders"]
+    assert new.migrate() == MIGRATIONS[3:]
     with cf.Client(new, poll_interval=0.05, leader_election=True, node_id="n1") as client:
         assert client.is_leader
         assert client.info(before.ref).status is cf.Status.SUCCEEDED
@@ -320,11 +328,11 @@ def test_the_claim_uses_the_ready_index(db: Path) -> None:
     store.migrate()
     plan = raw(
         db,
-        "EXPLAIN QUERY PLAN SELECT id FROM cf_steps WHERE status = 'ready' AND due_at <= 1 "
+        "EXPLAIN QUERY PLAN SELECT id FROM cf_steps WHERE status = 'ready' AND queue = 'mail' "
         "AND workflow IN ('a') ORDER BY priority DESC, due_at, id LIMIT 5",
     )
     detail = " ".join(str(row[-1]) for row in plan)
-    assert "cf_steps_ready" in detail
+    assert "cf_steps_ready (queue=?)" in detail  # the queue's own range of the index
     assert "TEMP B-TREE" not in detail  # the index gives the order: no sort
 
 
@@ -339,7 +347,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     q = store._queries
-    plan = q.claim_plan(workflows=["w"], queues=None, now=0, limit=8, claimed=("s", 0, "n", 0))
+    plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
     by_role = "sqlite_autoindex_cf_leaders_1"

@@ -27,6 +27,7 @@ from .enqueue import BatchEnqueueTests, DelayedStartTests, IdempotencyTests, Pay
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .processes import MultiProcessTests
+from .queues import QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .schedules import ScheduleTests
@@ -62,6 +63,7 @@ class ConformanceSuite(
     NotifyTests,
     DatabaseClockTests,
     ScheduleTests,
+    QueueTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -143,6 +143,17 @@ REFUSALS: tuple[Refusal, ...] = (
         "leader-election",
         lambda k: cf.Client(k.store, leader_election=True),
     ),
+    Refusal(Cap.QUEUE, "client-queues", lambda k: cf.Client(k.store, queues=["kit-a"])),
+    Refusal(
+        Cap.QUEUE_OVERRIDE,
+        "enqueue-queue",
+        lambda k: _idle(k).enqueue("kit-plain", 1, queue="kit-elsewhere"),
+    ),
+    Refusal(
+        Cap.QUEUE_LIMIT_GLOBAL,
+        "queue-limit",
+        lambda k: cf.Client(k.store, queues=[cf.QueueConfig("kit-a", limit=2)]),
+    ),
 )
 """Every client API whose capability a store may leave out."""
 

@@ -10,9 +10,8 @@ the column lists below are filled in. What only a call knows is left in braces
 for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
 one ``?`` per item (:func:`~cairnflow.sql._queries.marks`), ``{held}`` one
 fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}``
-one primary key per tick, ``{ready}``
-the claim's ready subquery, ``{queues}``, ``{whens}`` and ``{filters}``
-optional clauses. Values are always bound, never formatted in.
+one primary key per tick, ``{ready}`` the claim's ready subquery, ``{whens}``
+and ``{filters}`` optional clauses. Values are always bound, never formatted in.
 
 Every write of an attempt is fenced by its lease: ``WHERE id = ? AND
 lease_token = ? AND status = 'running'``. Every transition of a run locks the
@@ -121,13 +120,14 @@ HOLDER_OF_KEY = """
 
 # -- claiming ---------------------------------------------------------------------------------
 # Only due steps are 'ready' (steps due later are 'scheduled' until promoted), so the
-# claim has no range condition: it walks the ready index in order and stops at n.
+# claim has no range condition: it walks the ready index, led by the queue, in order and
+# stops at n. A claim of several queues runs this once per queue (docs/claim.md, 2).
 READY = """
             SELECT id FROM {steps}
-            WHERE status = 'ready' AND workflow IN ({workflows}){queues}
+            WHERE status = 'ready' AND queue = ? AND workflow IN ({workflows})
             ORDER BY priority DESC, due_at, id
             LIMIT ?"""
-"""The most urgent ready steps: the subquery (or first statement) of every claim."""
+"""One queue's most urgent ready steps: the subquery (or first statement) of every claim."""
 
 UPDATE_RETURNING = """
             UPDATE {steps} SET {claimed_set}

@@ -102,6 +102,8 @@ SQL_CAPABILITIES = frozenset(
         Cap.RUN_QUERY,
         *SCHEDULE_CAPABILITIES,
         Cap.LEADER_ELECTION,
+        Cap.QUEUE,
+        Cap.QUEUE_OVERRIDE,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""

@@ -265,6 +265,9 @@ KERNEL = Facet(
             Cap.HEARTBEAT,
             Cap.RUN_QUERY,
             Cap.PAYLOAD_LIMIT,
+            # Promises of claim and create_runs: ClaimRequest.queues and NewRun.queue honoured.
+            Cap.QUEUE,
+            Cap.QUEUE_OVERRIDE,
         }
     ),
 )

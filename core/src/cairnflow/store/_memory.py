@@ -226,48 +226,63 @@ class MemoryStore(MemorySchedules):
 
     # -- claiming and leases ---------------------------------------------------------
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
-        """Lease the most urgent due, ready steps of the given workflows."""
+        """Lease the most urgent due, ready steps of the given workflows, queue by queue.
+
+        Each queue of the request in its order, for at most its own limit and
+        what the request still wants (``Cap.QUEUE``).
+        """
         with self._lock:
-            due = [
-                s
-                for s in self._ready.values()
-                if s.due_at is not None
-                and s.due_at <= request.now
-                and s.run.workflow in request.workflows
-                and (request.queues is None or s.run.queue in request.queues)
-            ]
-            due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
             claimed: list[ClaimedAttempt] = []
-            for step in due[: max(request.limit, 0)]:
-                del self._ready[step.id]
-                token = ids.new_token()
-                step.status = StepStatus.RUNNING
-                step.attempt += 1
-                step.token = token
-                step.lease_until = request.lease_until
-                step.node = request.node_id
-                step.started_at = request.now
-                self._running[step.id] = step
-                self._tokens[token] = step
-                run = step.run
-                claimed.append(
-                    ClaimedAttempt(
-                        token=token,
-                        run_id=run.id,
-                        workflow=run.workflow,
-                        queue=run.queue,
-                        step=step.name,
-                        kind=step.kind,
-                        attempt=step.attempt,
-                        failures=step.failures,
-                        reclaims=step.reclaims,
-                        payload=run.payload,
-                        inputs={p: run.steps[p].output or b"" for p in step.parents},
-                        labels=dict(run.labels),
-                        closure=run.closure,
-                    )
-                )
+            for queue in request.queues:
+                left = request.limit - len(claimed)
+                wanted = left if queue.limit is None else min(queue.limit, left)
+                if wanted <= 0:
+                    continue
+                claimed.extend(self._claim_queue(request, queue.name, wanted))
             return claimed
+
+    def _claim_queue(self, request: ClaimRequest, queue: str, limit: int) -> list[ClaimedAttempt]:
+        """Lease up to ``limit`` of ``queue``'s most urgent due, ready steps (lock held)."""
+        due = [
+            s
+            for s in self._ready.values()
+            if s.due_at is not None
+            and s.due_at <= request.now
+            and s.run.queue == queue
+            and s.run.workflow in request.workflows
+        ]
+        due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
+        claimed: list[ClaimedAttempt] = []
+        for step in due[:limit]:
+            del self._ready[step.id]
+            token = ids.new_token()
+            step.status = StepStatus.RUNNING
+            step.attempt += 1
+            step.token = token
+            step.lease_until = request.lease_until
+            step.node = request.node_id
+            step.started_at = request.now
+            self._running[step.id] = step
+            self._tokens[token] = step
+            run = step.run
+            claimed.append(
+                ClaimedAttempt(
+                    token=token,
+                    run_id=run.id,
+                    workflow=run.workflow,
+                    queue=run.queue,
+                    step=step.name,
+                    kind=step.kind,
+                    attempt=step.attempt,
+                    failures=step.failures,
+                    reclaims=step.reclaims,
+                    payload=run.payload,
+                    inputs={p: run.steps[p].output or b"" for p in step.parents},
+                    labels=dict(run.labels),
+                    closure=run.closure,
+                )
+            )
+        return claimed
 
     def _held(self, token: str) -> tuple[_Step | None, AttemptState]:
         step = self._tokens.get(token)
