@@ -23,6 +23,7 @@ import pytest
 from cairnflow.sql import TABLES, Statement
 from cairnflow.store import ClaimRequest, QueueClaim
 from cairnflow_postgres import PostgresStore
+from cairnflow_postgres._dialect import CLAIM_SETTINGS
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -123,7 +124,16 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 FROM generate_series(1, 5000) AS g""",
                 {"now": NOW},
             )
-        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders):
+            # 2,000 paused workflows and queues (none of the hot rows'): every claim probes them.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.pauses} (kind, name, paused_at)
+                SELECT k.kind, 'paused_' || g, %(now)s
+                FROM generate_series(1, 1000) AS g
+                CROSS JOIN (VALUES ('queue'), ('workflow')) AS k (kind)""",
+                {"now": NOW},
+            )
+        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders, t.pauses):
             admin_conn.execute(f"ANALYZE {table}")
         yield store
     finally:
@@ -214,14 +224,21 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "lock_leader": (q.lock_leader, ("role_7",)),
         "hold_leader": (q.hold_leader, ("node", 8, NOW, "role_7")),
         "resign_leader": (q.resign_leader, ("role_7", "node")),
+        # Pauses: written and read by the primary key.
+        "find_pause": (q.find_pause, ("queue", "paused_7")),
+        "delete_pause": (q.delete_pause, ("workflow", "paused_7")),
     }
     return statements
 
 
 def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statement) -> Any:
     text, params = statement
-    # A client-side cursor inlines the values: the plan is the one those values get.
-    with psycopg.ClientCursor(conn) as cursor:
+    # A client-side cursor inlines the values: the plan is the one those values get. A claim
+    # is planned under the settings its transaction makes (the dialect's CLAIM_SETTINGS).
+    claim = text.lstrip().startswith(f"UPDATE {store.tables.steps}") and "'ready'" in text
+    with conn.transaction(), psycopg.ClientCursor(conn) as cursor:
+        if claim:
+            cursor.execute(CLAIM_SETTINGS)
         cursor.execute("EXPLAIN (FORMAT JSON) " + store.dialect.sql(text), params)
         row = cursor.fetchone()
     assert row is not None
@@ -255,6 +272,9 @@ def test_no_hot_path_query_scans_a_whole_table(
     assert f"{prefix}ticks_pkey" in indexes["tick_history"]
     for name in ("lock_leader", "hold_leader", "resign_leader"):
         assert f"{prefix}leaders_pkey" in indexes[name]
+    # Every claim reads the pauses by their primary key.
+    for name in ("claim", "claim, one workflow", "find_pause", "delete_pause"):
+        assert f"{prefix}pauses_pkey" in indexes[name], (name, indexes[name])
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

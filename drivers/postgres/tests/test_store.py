@@ -26,7 +26,7 @@ ClientFactory = Callable[..., cf.Client]
 
 pytestmark = pytest.mark.timeout(120)
 
-MIGRATIONS = ["001_init", "002_schedules", "003_leaders", "004_queues"]
+MIGRATIONS = ["001_init", "002_schedules", "003_leaders", "004_queues", "005_pauses"]
 
 
 def simple() -> cf.Workflow:
@@ -152,7 +152,9 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     old.migrations = old.migrations[:1]  # the release before schedules
     assert old.migrate() == ["001_init"]
     new = make_store(prefix=old.tables.prefix, migrate=False)
-    with pytest.raises(cf.SchemaNotReady, match=r"002_schedules, 003_leaders, 004_queues are not"):
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"002_schedules, 003_leaders, 004_queues, 005_pauses are not"
+    ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
     new.check_schema()
@@ -164,7 +166,9 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     old.migrations = old.migrations[:2]  # the release before leader election
     assert old.migrate() == MIGRATIONS[:2]
     new = make_store(prefix=old.tables.prefix, migrate=False)
-    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 003_leaders, 004_queues are not"):
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses are not"
+    ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]
     new.check_schema()

@@ -84,6 +84,7 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_schedules",
             "app_ticks",
             "app_leaders",
+            "app_pauses",
             "app_migrations",
         ]
     finally:

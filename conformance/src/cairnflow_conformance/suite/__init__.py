@@ -26,6 +26,7 @@ from .durability import DurabilityTests
 from .enqueue import BatchEnqueueTests, DelayedStartTests, IdempotencyTests, PayloadLimitTests
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
+from .pauses import PauseTests
 from .processes import MultiProcessTests
 from .queues import QueueTests
 from .refusals import RefusalTests
@@ -64,6 +65,7 @@ class ConformanceSuite(
     DatabaseClockTests,
     ScheduleTests,
     QueueTests,
+    PauseTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

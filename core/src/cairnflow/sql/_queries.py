@@ -141,6 +141,11 @@ class Queries:
         self.insert_leader = r(s.INSERT_LEADER)
         self.hold_leader = r(s.HOLD_LEADER)
         self.resign_leader = r(s.RESIGN_LEADER)
+        # -- pauses
+        self.find_pause = r(s.FIND_PAUSE)
+        self.insert_pause = r(s.INSERT_PAUSE)
+        self.delete_pause = r(s.DELETE_PAUSE)
+        self.list_pauses = r(s.LIST_PAUSES)
         # -- schema
         self.ledger_ddl = r(s.LEDGER_DDL)
         self.ledger = r(s.LEDGER)
@@ -165,7 +170,7 @@ class Queries:
         There is no time condition: a step is only 'ready' once it is due.
         """
         ready = self._ready.format(workflows=marks(len(workflows)))
-        ready_params = (queue, *workflows, limit)
+        ready_params = (queue, *workflows, queue, limit)
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)

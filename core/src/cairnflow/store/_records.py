@@ -28,6 +28,8 @@ __all__ = [
     "NewRun",
     "NewStep",
     "Outcome",
+    "Pause",
+    "PauseKind",
     "QueueClaim",
     "ReclaimResult",
     "RenewResult",
@@ -386,6 +388,25 @@ class ScheduleRecord:
     """False while the run of the last fired tick is unfinished (read with the schedule)."""
     created_at: int = 0
     updated_at: int = 0
+
+
+class PauseKind(StrEnum):
+    """What a pause holds (the ``QueueControl`` facet)."""
+
+    QUEUE = "queue"
+    """Every run of the queue, of any workflow (``Cap.PAUSE_QUEUE``)."""
+    WORKFLOW = "workflow"
+    """Every run of the workflow, on any queue (``Cap.PAUSE_WORKFLOW``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A paused queue or workflow: no claim starts an attempt of it until it is resumed."""
+
+    kind: PauseKind
+    name: str
+    paused_at: int
+    """When it was paused (Unix nanoseconds, the scheduling clock of who paused it)."""
 
 
 @dataclass(frozen=True, slots=True)
