@@ -54,6 +54,7 @@ from ._errors import (
     WaitTimeout,
 )
 from ._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
+from ._queues import QueueConfig
 from ._version import SPI_VERSION, __version__
 from .codec import Codec, JSONCodec
 from .context import StepContext
@@ -92,6 +93,7 @@ __all__ = [
     "Overlap",
     "PayloadTooLarge",
     "Permanent",
+    "QueueConfig",
     "RetryPolicy",
     "RunFailed",
     "RunInfo",

@@ -110,9 +110,10 @@ class Job:
     """One run to enqueue, as an application says it (:meth:`Client.enqueue_many`).
 
     The workflow's name, the payload as a Python value, a delay relative to
-    now. The client *prepares* it for the store as a
-    :class:`cairnflow.store.NewRun`: payload encoded, steps, queue and priority
-    resolved from the workflow, times made absolute. Two stages of one request,
+    now, and a ``queue`` that overrides the workflow's (``Cap.QUEUE_OVERRIDE``).
+    The client *prepares* it for the store as a :class:`cairnflow.store.NewRun`:
+    payload encoded, steps, queue and priority resolved from the workflow, times
+    made absolute. Two stages of one request,
     as ``requests`` has a ``Request`` and its ``PreparedRequest``; the store never
     sees a ``Job``, and an application never builds a ``NewRun``.
     """
@@ -122,6 +123,7 @@ class Job:
     key: str | None = None
     delay: float | None = None
     labels: Mapping[str, str] | None = None
+    queue: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from ._caps import Cap
 from ._checks import check_int, check_seconds
 from ._models import StepKind
 from ._names import check_name
+from ._queues import DEFAULT_QUEUE
 from .retry import RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, TickPredicate, Window
 
@@ -41,7 +42,6 @@ __all__ = [
     "schedule_capabilities",
 ]
 
-DEFAULT_QUEUE = "default"
 
 StepFn = Callable[["StepContext", Any], Any]
 """``fn(ctx, data)``, sync or ``async def``; its return value is the step's output."""

@@ -10,7 +10,7 @@ import pytest
 import cairnflow as cf
 from cairnflow._engine._attempt import RunningAttempt
 from cairnflow._engine._state import EngineState
-from cairnflow.store import ClaimedAttempt, ClaimRequest, MemoryStore
+from cairnflow.store import ClaimedAttempt, ClaimRequest, MemoryStore, QueueClaim
 
 
 def _state(**options: object) -> EngineState:
@@ -146,3 +146,118 @@ def _claim_rows(state: EngineState, count: int) -> list[ClaimedAttempt]:
     claimed = state.store.claim(ClaimRequest(frozenset({"w"}), count, now, now + 10**11, "n"))
     assert len(claimed) == count
     return claimed
+
+
+# -- queues ---------------------------------------------------------------------------------------
+def _queued_state(*queues: cf.QueueConfig | str, **options: object) -> EngineState:
+    """A client serving ``queues``, with a one-step workflow on each (named like its queue)."""
+    client = cf.Client(MemoryStore(), queues=queues, **options)  # type: ignore[arg-type]
+    for config in queues:
+        name = config if isinstance(config, str) else config.name
+        client.register(cf.Workflow(name, queue=name, steps=[cf.Step("a", lambda c, d: d)]))
+    return client._state
+
+
+def _claim_from(state: EngineState, queue: str, count: int) -> list[ClaimedAttempt]:
+    """``count`` attempts of workflow ``queue`` (on that queue), claimed from the store."""
+    client = cf.Client(state.store)
+    client.register(cf.Workflow(queue, queue=queue, steps=[cf.Step("a", lambda c, d: d)]))
+    for n in range(count):
+        client.enqueue(queue, n)
+    now = time.time_ns()
+    queues = (QueueClaim(queue),)
+    request = ClaimRequest(frozenset({queue}), count, now, now + 10**11, "n", queues)
+    claimed = state.store.claim(request)
+    assert len(claimed) == count
+    return claimed
+
+
+def _asks(request: ClaimRequest | None) -> list[tuple[str, int | None]]:
+    assert request is not None
+    return [(q.name, q.limit) for q in request.queues]
+
+
+def test_without_workers_a_client_has_the_sum_of_its_queues_workers() -> None:
+    state = _queued_state(cf.QueueConfig("mail", workers=2), cf.QueueConfig("bulk", workers=3))
+    assert state.settings.workers == 5
+    assert [(q.name, q.workers) for q in state.settings.queues] == [("mail", 2), ("bulk", 3)]
+    # A queue that says nothing gets the client's workers; then the client's default stands.
+    state = _queued_state(cf.QueueConfig("mail", workers=2), "bulk")
+    assert state.settings.workers == 8
+    assert [(q.name, q.workers) for q in state.settings.queues] == [("mail", 2), ("bulk", 8)]
+
+
+def test_a_claim_asks_each_queue_for_its_free_workers_highest_priority_first() -> None:
+    state = _queued_state(
+        cf.QueueConfig("low", workers=3),
+        cf.QueueConfig("high", workers=2, priority=5),
+        workers=4,
+        prefetch=0,
+    )
+    state.request_claim()
+    request = state.plan_claim()
+    # Each queue for min(its free, the client's free); the claim for the client's free.
+    assert _asks(request) == [("high", 2), ("low", 3)]
+    assert request is not None and request.limit == 4
+    state.release(request)
+
+
+def test_a_queue_never_holds_more_than_its_workers_whoever_plans() -> None:
+    state = _queued_state(
+        cf.QueueConfig("mail", workers=2), cf.QueueConfig("bulk", workers=6), prefetch=4
+    )
+    _short_steps(state)  # the client claims ahead; a queue below its workers never does
+    state.request_claim()
+    dispatcher = state.plan_claim()
+    assert ("mail", 2) in _asks(dispatcher)
+    state.request_claim()
+    again = state.plan_claim()  # planned before the first returned: mail has nothing left
+    assert again is None or "mail" not in dict(_asks(again))
+    assert dispatcher is not None
+    mail = _claim_from(state, "mail", 2)
+    state.accept(mail, dispatcher, time.monotonic())
+    if again is not None:
+        state.release(again)
+    assert state.queues["mail"].held == 2
+    state.request_claim()
+    later = state.plan_claim()
+    assert later is None or "mail" not in dict(_asks(later))
+
+
+def test_a_queue_that_came_back_short_is_not_asked_again_until_work_is_made() -> None:
+    state = _queued_state(
+        cf.QueueConfig("a", workers=2, priority=1), cf.QueueConfig("b", workers=2), prefetch=0
+    )
+    state.request_claim()
+    request = state.plan_claim()
+    assert _asks(request) == [("a", 2), ("b", 2)]
+    assert request is not None
+    state.accept(_claim_from(state, "b", 2), request, time.monotonic())  # a had none ready
+    assert (state.queues["a"].want_claim, state.queues["b"].want_claim) == (False, True)
+    state.untrack_all(state.held_attempts())
+    assert _asks(state.plan_claim()) == [("b", 2)]
+    state.wake()  # work was made (an enqueue, a notification, a poll): every queue is asked
+    assert _asks(state.plan_claim()) == [("a", 2)]  # b's 2 are reserved by the claim above
+
+
+def test_queues_of_equal_priority_take_turns_at_being_asked_first() -> None:
+    state = _queued_state("a", "b", "c", workers=3, prefetch=0)
+    firsts = []
+    for _ in range(3):
+        state.request_claim()
+        request = state.plan_claim()
+        firsts.append(_asks(request)[0][0])
+        assert request is not None
+        state.release(request)
+    assert sorted(firsts) == ["a", "b", "c"]
+
+
+def test_a_refill_asks_only_the_queues_its_outcomes_free_unless_woken() -> None:
+    state = _queued_state("a", "b", workers=4, prefetch=0)
+    state.request_claim()
+    request = state.plan_claim()
+    assert request is not None
+    held = _claim_from(state, "a", 1)
+    state.accept(held, request, time.monotonic())  # both came back short
+    token = held[0].token
+    assert _asks(state.plan_claim([token], eager=True)) == [("a", 4)]

@@ -289,7 +289,7 @@ class FakeCursor:
 
 def plan(dialect: MySQLDialect, limit: int) -> ClaimPlan:
     return queries(dialect).claim_plan(
-        workflows=["wf"], queues=None, now=1, limit=limit, claimed=("secret", 2, "node", 1)
+        workflows=["wf"], queue="default", limit=limit, claimed=("secret", 2, "node", 1)
     )
 
 

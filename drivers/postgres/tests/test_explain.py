@@ -21,7 +21,9 @@ import psycopg
 import pytest
 
 from cairnflow.sql import TABLES, Statement
+from cairnflow.store import ClaimRequest, QueueClaim
 from cairnflow_postgres import PostgresStore
+from cairnflow_postgres._dialect import CLAIM_SETTINGS
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -122,7 +124,16 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 FROM generate_series(1, 5000) AS g""",
                 {"now": NOW},
             )
-        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders):
+            # 2,000 paused workflows and queues (none of the hot rows'): every claim probes them.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.pauses} (kind, name, paused_at)
+                SELECT k.kind, 'paused_' || g, %(now)s
+                FROM generate_series(1, 1000) AS g
+                CROSS JOIN (VALUES ('queue'), ('workflow')) AS k (kind)""",
+                {"now": NOW},
+            )
+        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders, t.pauses):
             admin_conn.execute(f"ANALYZE {table}")
         yield store
     finally:
@@ -136,13 +147,13 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
     hot_run, hot_step = f"run_{FINISHED + 5}", f"step_{FINISHED + 5}_0"
     workflows = ["w0", "w1", "w2", "w3", "w4"]
     claim = q.claim_plan(
-        workflows=workflows, queues=None, now=NOW, limit=8, claimed=(TOKEN, NOW, "node", NOW)
+        workflows=workflows, queue="default", limit=8, claimed=(TOKEN, NOW, "node", NOW)
     )
     by_id = (hot_step, TOKEN)
     statements: dict[str, Statement] = {
         "claim": claim.update_returning,
-        "claim, in a queue": q.claim_plan(
-            workflows=["w1"], queues=["default"], now=NOW, limit=8, claimed=(TOKEN, 0, "n", 0)
+        "claim, one workflow": q.claim_plan(
+            workflows=["w1"], queue="default", limit=8, claimed=(TOKEN, 0, "n", 0)
         ).update_returning,
         "claim_runs": q.claim_runs([hot_run, f"run_{FINISHED + 9}"]),
         "claim_inputs": q.claim_inputs([hot_run], ["a"]),
@@ -214,14 +225,21 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "lock_leader": (q.lock_leader, ("role_7",)),
         "hold_leader": (q.hold_leader, ("node", 8, NOW, "role_7")),
         "resign_leader": (q.resign_leader, ("role_7", "node")),
+        # Pauses: written and read by the primary key.
+        "find_pause": (q.find_pause, ("queue", "paused_7")),
+        "delete_pause": (q.delete_pause, ("workflow", "paused_7")),
     }
     return statements
 
 
 def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statement) -> Any:
     text, params = statement
-    # A client-side cursor inlines the values: the plan is the one those values get.
-    with psycopg.ClientCursor(conn) as cursor:
+    # A client-side cursor inlines the values: the plan is the one those values get. A claim
+    # is planned under the settings its transaction makes (the dialect's CLAIM_SETTINGS).
+    claim = text.lstrip().startswith(f"UPDATE {store.tables.steps}") and "'ready'" in text
+    with conn.transaction(), psycopg.ClientCursor(conn) as cursor:
+        if claim:
+            cursor.execute(CLAIM_SETTINGS)
         cursor.execute("EXPLAIN (FORMAT JSON) " + store.dialect.sql(text), params)
         row = cursor.fetchone()
     assert row is not None
@@ -255,6 +273,9 @@ def test_no_hot_path_query_scans_a_whole_table(
     assert f"{prefix}ticks_pkey" in indexes["tick_history"]
     for name in ("lock_leader", "hold_leader", "resign_leader"):
         assert f"{prefix}leaders_pkey" in indexes[name]
+    # Every claim reads the pauses by their primary key.
+    for name in ("claim", "claim, one workflow", "find_pause", "delete_pause"):
+        assert f"{prefix}pauses_pkey" in indexes[name], (name, indexes[name])
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(
@@ -275,8 +296,6 @@ def test_the_hot_indexes_hold_only_the_hot_rows(
 
 
 def test_a_claim_on_the_big_history_is_fast(history: PostgresStore) -> None:
-    from cairnflow.store import ClaimRequest
-
     timings: list[float] = []
     for _ in range(5):
         started = time.perf_counter()
@@ -292,3 +311,62 @@ def test_a_claim_on_the_big_history_is_fast(history: PostgresStore) -> None:
         timings.append(time.perf_counter() - started)
     # Not a benchmark: a guard against a plan that reads 300k rows (hundreds of ms).
     assert min(timings) < 0.05, timings
+
+
+def test_a_claim_of_one_queue_walks_its_own_range_of_the_ready_index(
+    postgres_url: str, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """10,000 ready steps on one queue do not stand in the way of a claim of another.
+
+    The ready index leads with the queue: a claim of ``mail`` reads the index
+    from mail's first ready row, in the claim's order, and stops after n; it
+    neither sorts nor reads bulk's rows, whatever the statistics say.
+    """
+    from cairnflow_postgres.testing import drop_namespace, unique_prefix
+
+    store = PostgresStore(postgres_url, table_prefix=unique_prefix("pq"), max_size=2, notify=False)
+    store.migrate()
+    t = store.tables
+    try:
+        with admin_conn.transaction():
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.runs} (id, workflow, queue, priority, state, payload, labels,
+                    steps_left, created_at, run_at)
+                SELECT 'run_' || g, 'w', CASE WHEN g <= 10000 THEN 'bulk' ELSE 'mail' END,
+                    g %% 3, 'active', '\\x7b7d'::bytea, '{{}}', 1, %(now)s - g, %(now)s - g
+                FROM generate_series(1, 10020) AS g""",
+                {"now": NOW},
+            )
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.steps} (id, run_id, workflow, queue, priority, name, kind,
+                    position, parents, children, parents_left, status, due_at, attempt,
+                    failures, reclaims)
+                SELECT 'step_' || g, 'run_' || g, 'w',
+                    CASE WHEN g <= 10000 THEN 'bulk' ELSE 'mail' END, g %% 3, 'a', 'task', 0,
+                    '[]', '[]', 0, 'ready', %(now)s - g, 0, 0, 0
+                FROM generate_series(1, 10020) AS g""",
+                {"now": NOW},
+            )
+        for table in (t.runs, t.steps):
+            admin_conn.execute(f"ANALYZE {table}")
+        claim = store._queries.claim_plan(
+            workflows=["w"], queue="mail", limit=8, claimed=(TOKEN, NOW, "node", NOW)
+        )
+        for statement in (claim.update_returning_runs, claim.update_returning):
+            nodes = list(_nodes(_plan(admin_conn, store, statement)))
+            ready = [n for n in nodes if n.get("Index Name") == f"{t.prefix}steps_ready"]
+            assert ready, nodes
+            assert "queue" in ready[0].get("Index Cond", ""), ready[0]
+            assert not [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")]
+            assert not [n for n in nodes if n["Node Type"] == "Seq Scan"]
+        # And the claim takes mail's most urgent steps: priority first, then the oldest.
+        taken = store.claim(
+            ClaimRequest(frozenset({"w"}), 3, NOW, NOW + 10**9, "explain", (QueueClaim("mail"),))
+        )
+        assert {a.queue for a in taken} == {"mail"}
+        assert {a.run_id for a in taken} == {"run_10019", "run_10016", "run_10013"}
+    finally:
+        store.close()
+        drop_namespace(admin_conn, t.prefix)

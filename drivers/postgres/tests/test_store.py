@@ -26,7 +26,7 @@ ClientFactory = Callable[..., cf.Client]
 
 pytestmark = pytest.mark.timeout(120)
 
-MIGRATIONS = ["001_init", "002_schedules", "003_leaders"]
+MIGRATIONS = ["001_init", "002_schedules", "003_leaders", "004_queues", "005_pauses"]
 
 
 def simple() -> cf.Workflow:
@@ -152,7 +152,9 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     old.migrations = old.migrations[:1]  # the release before schedules
     assert old.migrate() == ["001_init"]
     new = make_store(prefix=old.tables.prefix, migrate=False)
-    with pytest.raises(cf.SchemaNotReady, match=r"002_schedules, 003_leaders are not applied"):
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"002_schedules, 003_leaders, 004_queues, 005_pauses are not"
+    ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
     new.check_schema()
@@ -164,9 +166,11 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     old.migrations = old.migrations[:2]  # the release before leader election
     assert old.migrate() == MIGRATIONS[:2]
     new = make_store(prefix=old.tables.prefix, migrate=False)
-    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 003_leaders are not applied"):
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses are not"
+    ):
         new.check_schema()
-    assert new.migrate() == ["003_leaders"]
+    assert new.migrate() == MIGRATIONS[2:]
     new.check_schema()
     held = new.claim_leadership("scheduler", "n1", lease_now=1, lease_until=2)
     assert (held.node, held.term) == ("n1", 1)
@@ -199,7 +203,8 @@ def test_a_newer_schema_and_a_changed_migration_are_refused(
     store = make_store()
     table = store.tables.migrations
     admin_conn.execute(f"INSERT INTO {table} VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 3"):
+    known = rf"knows versions up to {len(MIGRATIONS)}"
+    with pytest.raises(cf.SchemaTooNew, match=rf"schema version 99 .* {known}"):
         store.check_schema()
     admin_conn.execute(f"DELETE FROM {table} WHERE version = 99")
     admin_conn.execute(f"UPDATE {table} SET checksum = 'tampered' WHERE version = 1")

@@ -84,6 +84,7 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_schedules",
             "app_ticks",
             "app_leaders",
+            "app_pauses",
             "app_migrations",
         ]
     finally:
@@ -274,11 +275,9 @@ def test_partial_indexes_match_the_queries_predicates_exactly() -> None:
         "steps_due": "status IN ('scheduled', 'sleeping', 'waiting')",
     }
     queries = Queries(Tables.build("cf_", None, PostgresDialect().quote), PostgresDialect())
-    claim = queries.claim_plan(
-        workflows=["w"], queues=None, now=0, limit=1, claimed=("s", 0, "n", 0)
-    )
+    claim = queries.claim_plan(workflows=["w"], queue="default", limit=1, claimed=("s", 0, "n", 0))
     flat = " ".join(claim.update_returning[0].split())
-    assert "WHERE status = 'ready' AND workflow IN (?)" in flat  # ready implies due
+    assert "WHERE status = 'ready' AND queue = ? AND workflow IN (?)" in flat  # ready: due
     assert "ORDER BY priority DESC, due_at, id" in flat
     assert "FOR UPDATE SKIP LOCKED" in flat
     expired = " ".join(queries.expired(0, ["w"], 1)[0].split())

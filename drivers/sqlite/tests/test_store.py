@@ -29,7 +29,14 @@ def run_one(store: SQLiteStore, payload: Any = 1, **options: Any) -> cf.RunInfo:
         return client.wait(client.enqueue("simple", payload), timeout=10)
 
 
-MIGRATIONS = ["001_init", "002_partial_active_key", "003_schedules", "004_leaders"]
+MIGRATIONS = [
+    "001_init",
+    "002_partial_active_key",
+    "003_schedules",
+    "004_leaders",
+    "005_queues",
+    "006_pauses",
+]
 
 
 def raw(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -78,7 +85,8 @@ def test_a_newer_schema_is_refused_with_both_versions(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     raw(db, "INSERT INTO cf_migrations VALUES (99, 'future', 'x', 0)")
-    with pytest.raises(cf.SchemaTooNew, match=r"schema version 99 .* knows versions up to 4"):
+    known = rf"knows versions up to {len(MIGRATIONS)}"
+    with pytest.raises(cf.SchemaTooNew, match=rf"schema version 99 .* {known}"):
         store.check_schema()
 
 
@@ -115,6 +123,11 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
     known = ["runs", "steps", "signals"]  # a release before schedules probes these
     known += ["schedules", "ticks"] if version >= 3 else []
     store._queries.probe = {t: sql for t, sql in store._queries.probe.items() if t in known}
+    if version < 6:  # a release before pauses: its claim reads no pauses table
+        store._queries._ready = (
+            f"SELECT id FROM {store.tables.steps} WHERE status = 'ready' AND queue = ? "
+            "AND workflow IN ({workflows}) AND queue = ? ORDER BY priority DESC, due_at, id LIMIT ?"
+        )
     return store
 
 
@@ -133,7 +146,8 @@ def test_a_schema_one_database_is_refused_until_migrated_then_keeps_its_keys(db:
     held = writer.enqueue("keyed", 1, key="order-1")
     finished = run_one(old)
     with pytest.raises(
-        cf.SchemaNotReady, match=r"002_partial_active_key, 003_schedules, 004_leaders are not"
+        cf.SchemaNotReady,
+        match=r"002_partial_active_key, 003_schedules, 004_leaders, 005_queues, 006_pauses are",
     ):
         SQLiteStore(db).check_schema()
     new = SQLiteStore(db)
@@ -154,7 +168,9 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     old = _older_release(db, 2)
     assert old.migrate() == ["001_init", "002_partial_active_key"]
     before = run_one(old)
-    with pytest.raises(cf.SchemaNotReady, match=r"003_schedules, 004_leaders are not applied"):
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"003_schedules, 004_leaders, 005_queues, 006_pauses are not"
+    ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
         cf.Client(SQLiteStore(db)).start()  # a client refuses it too, before any statement
@@ -174,12 +190,14 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     old = _older_release(db, 3)
     assert old.migrate() == MIGRATIONS[:3]
     before = run_one(old)
-    with pytest.raises(cf.SchemaNotReady, match=r"migration\(s\) 004_leaders are not applied"):
+    with pytest.raises(
+        cf.SchemaNotReady, match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses are not"
+    ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
         cf.Client(SQLiteStore(db), leader_election=True).start()
     new = SQLiteStore(db)
-    assert new.migrate() == ["004_leaders"]
+    assert new.migrate() == MIGRATIONS[3:]
     with cf.Client(new, poll_interval=0.05, leader_election=True, node_id="n1") as client:
         assert client.is_leader
         assert client.info(before.ref).status is cf.Status.SUCCEEDED
@@ -320,13 +338,12 @@ def test_a_database_busy_beyond_the_timeout_is_retried_not_raised(db: Path) -> N
 def test_the_claim_uses_the_ready_index(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
-    plan = raw(
-        db,
-        "EXPLAIN QUERY PLAN SELECT id FROM cf_steps WHERE status = 'ready' AND due_at <= 1 "
-        "AND workflow IN ('a') ORDER BY priority DESC, due_at, id LIMIT 5",
-    )
+    sql, params = store._queries.claim_plan(
+        workflows=["a"], queue="mail", limit=5, claimed=("s", 0, "n", 0)
+    ).select_ready
+    plan = raw(db, "EXPLAIN QUERY PLAN " + sql, *params)
     detail = " ".join(str(row[-1]) for row in plan)
-    assert "cf_steps_ready" in detail
+    assert "cf_steps_ready (queue=?)" in detail  # the queue's own range of the index
     assert "TEMP B-TREE" not in detail  # the index gives the order: no sort
 
 
@@ -341,10 +358,11 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     q = store._queries
-    plan = q.claim_plan(workflows=["w"], queues=None, now=0, limit=8, claimed=("s", 0, "n", 0))
+    plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
     by_role = "sqlite_autoindex_cf_leaders_1"
+    by_pause = "sqlite_autoindex_cf_pauses_1"
     statements = {
         "claim": (plan.update_returning, "cf_steps_ready"),
         "claim_runs": (q.claim_runs(["r1", "r2"]), by_run_id),
@@ -379,6 +397,10 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "lock_leader": ((q.lock_leader, ("scheduler",)), by_role),
         "hold_leader": ((q.hold_leader, ("n", 2, 1, "scheduler")), by_role),
         "resign_leader": ((q.resign_leader, ("scheduler", "n")), by_role),
+        # Pauses (schema 6): every claim probes them by the primary key; so do their writes.
+        "claim, pauses": (plan.update_returning, by_pause),
+        "find_pause": ((q.find_pause, ("queue", "q")), by_pause),
+        "delete_pause": ((q.delete_pause, ("workflow", "w")), by_pause),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():

@@ -32,7 +32,9 @@ from .enqueue import (
 )
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
+from .pauses import PauseTests
 from .processes import MultiProcessTests
+from .queues import QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .schedules import ScheduleTests
@@ -69,6 +71,8 @@ class ConformanceSuite(
     NotifyTests,
     DatabaseClockTests,
     ScheduleTests,
+    QueueTests,
+    PauseTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

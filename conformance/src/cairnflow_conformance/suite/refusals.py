@@ -143,6 +143,24 @@ REFUSALS: tuple[Refusal, ...] = (
         "leader-election",
         lambda k: cf.Client(k.store, leader_election=True),
     ),
+    Refusal(Cap.QUEUE, "client-queues", lambda k: cf.Client(k.store, queues=["kit-a"])),
+    Refusal(
+        Cap.QUEUE_OVERRIDE,
+        "enqueue-queue",
+        lambda k: _idle(k).enqueue("kit-plain", 1, queue="kit-elsewhere"),
+    ),
+    Refusal(
+        Cap.QUEUE_LIMIT_GLOBAL,
+        "queue-limit",
+        lambda k: cf.Client(k.store, queues=[cf.QueueConfig("kit-a", limit=2)]),
+    ),
+    Refusal(Cap.PAUSE_QUEUE, "pause-queue", lambda k: _idle(k).pause_queue("kit-q")),
+    Refusal(Cap.PAUSE_QUEUE, "resume-queue", lambda k: _idle(k).resume_queue("kit-q")),
+    Refusal(Cap.PAUSE_QUEUE, "pauses", lambda k: _idle(k).pauses()),
+    Refusal(Cap.PAUSE_WORKFLOW, "pause-workflow", lambda k: _idle(k).pause_workflow("kit-plain")),
+    Refusal(
+        Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")
+    ),
 )
 """Every client API whose capability a store may leave out."""
 

@@ -19,6 +19,7 @@ from .._errors import (
 )
 from .._models import Job, RunInfo, RunRef, Status, StepKind
 from .._names import check_key, check_labels, check_name
+from .._queues import QueueConfig
 from ..clock import Clock, DatabaseClock, Real, Subscribable
 from ..codec import Codec, JSONCodec
 from ..drivers import check_spi_version
@@ -38,6 +39,7 @@ from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
+from ._queue_api import QueueMethods
 from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
 from ._schedule_api import ScheduleMethods
@@ -51,10 +53,16 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods):
+class Client(ScheduleMethods, QueueMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
+    ``queues`` (``Cap.QUEUE``) are the queues it serves, as
+    :class:`~cairnflow.QueueConfig` or plain names: it claims runs of those
+    queues only, each queue at most its ``workers`` at once, higher
+    ``priority`` first when ``workers`` is what bounds a claim. Without
+    ``queues`` it serves the queues of the workflows it registered; without
+    ``workers`` it has 8, or the sum of its queues' when each says how many.
     While its steps run shorter than the write that ends them (tiny steps
     on a database a round trip away), a client claims up to ``prefetch``
     attempts (default: ``workers``) ahead of a free worker, so each write
@@ -94,7 +102,8 @@ class Client(ScheduleMethods):
         self,
         store: Store,
         *,
-        workers: int = 8,
+        workers: int | None = None,
+        queues: Iterable[QueueConfig | str] | None = None,
         poll_interval: float = 1.0,
         lease: float = 30.0,
         max_reclaims: int = 5,
@@ -136,6 +145,7 @@ class Client(ScheduleMethods):
             role=role,
             tick_retention=tick_retention,
             enqueue_timeout=enqueue_timeout,
+            queues=queues,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -392,13 +402,15 @@ class Client(ScheduleMethods):
         key: str | None = None,
         delay: float | timedelta | None = None,
         labels: Mapping[str, str] | None = None,
+        queue: str | None = None,
     ) -> RunRef:
         """Enqueue one run of ``workflow`` with ``payload``; return its reference.
 
         ``key`` is an idempotency key: while an unfinished run of the workflow
         holds it, another enqueue raises :class:`~cairnflow.DuplicateRun`.
         ``delay`` (seconds or a timedelta) starts the run later. ``labels`` are
-        short strings stored with the run, for queries.
+        short strings stored with the run, for queries. ``queue`` puts this run
+        on another queue than its workflow's (``Cap.QUEUE_OVERRIDE``).
 
         One call makes one run, with or without a key, even when the
         connection is lost while the run is committed: the write is sent
@@ -407,7 +419,8 @@ class Client(ScheduleMethods):
         names the run id, whose fate is unknown.
         """
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        return self._create([Job(name, payload, key=key, delay=_seconds(delay), labels=labels)])[0]
+        job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels, queue=queue)
+        return self._create([job])[0]
 
     def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
         """Enqueue several runs in one transaction: all of them or none.
@@ -512,13 +525,17 @@ class Client(ScheduleMethods):
                 state.require(Cap.DELAYED_START, "a delayed start")
                 run_at = now + int(delay * _NS)
         labels = check_labels(job.labels)
+        queue = workflow.queue
+        if job.queue is not None:
+            state.require(Cap.QUEUE_OVERRIDE, "enqueue(queue=...)")
+            queue = check_name("queue", job.queue)
         payload = self._encode(job.payload, f"the payload of workflow {workflow.name!r}")
         steps = self._steps[workflow.name]
         run_id, step_ids = self._writer.names(len(steps))
         return NewRun(
             id=run_id,
             workflow=workflow.name,
-            queue=workflow.queue,
+            queue=queue,
             priority=workflow.priority,
             payload=payload,
             steps=steps,

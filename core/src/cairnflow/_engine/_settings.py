@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from .._caps import Cap
 from .._checks import check_int, check_seconds
 from .._errors import InvalidName, Unsupported
+from .._names import check_name
+from .._queues import QueueConfig
 
 __all__ = ["ROLES", "Settings"]
 
 _NS = 1_000_000_000
+
+DEFAULT_WORKERS = 8
+"""A client's workers when neither it nor each of its queues says how many."""
 
 ROLES = ("all", "worker", "scheduler")
 """What a client does: everything, run steps only, or fire schedules only."""
@@ -50,6 +56,9 @@ class Settings:
     enqueue_timeout: float = 30.0
     """How long an enqueue sends its runs again while the store is unavailable, in seconds
     (0: never); then it raises :class:`~cairnflow.OutcomeUnknown`."""
+    queues: tuple[QueueConfig, ...] = ()
+    """The queues this client serves, as configured, each with its ``workers`` filled in
+    (empty: the queues of its registered workflows, each with the client's workers)."""
 
     @property
     def runs_steps(self) -> bool:
@@ -84,9 +93,16 @@ class Settings:
         role: object = "all",
         tick_retention: object = 7 * 86_400.0,
         enqueue_timeout: object = 30.0,
+        queues: object = None,
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
+        configured = _check_queues(capabilities, queues)
+        if workers is None:
+            given = [queue.workers for queue in configured]
+            fixed = [n for n in given if n is not None]
+            # Queues that each say how many run independent pools, as Oban's: their sum.
+            workers = sum(fixed) if configured and len(fixed) == len(given) else DEFAULT_WORKERS
         workers = check_int("workers", workers, minimum=1)
         if payload_limit is not None:
             payload_limit = check_int("payload_limit (bytes)", payload_limit, minimum=1)
@@ -111,4 +127,53 @@ class Settings:
             fetch_batch=check_int("fetch_batch", fetch_batch, minimum=1),
             interrupt=bool(interrupt),
             prefetch=workers if prefetch is None else check_int("prefetch", prefetch, minimum=0),
+            queues=tuple(
+                queue if queue.workers is not None else replace(queue, workers=workers)
+                for queue in configured
+            ),
         )
+
+
+def _check_queues(capabilities: frozenset[Cap], queues: object) -> tuple[QueueConfig, ...]:
+    """``Client(queues=...)`` checked: QueueConfigs or names, each valid, no name twice.
+
+    Every error names the entry it refuses (its position and what it was).
+    """
+    if queues is None:
+        return ()
+    if isinstance(queues, str | QueueConfig) or not isinstance(queues, Iterable):
+        raise TypeError(
+            f"queues must be a list of cairnflow.QueueConfig or queue names, got {queues!r}"
+        )
+    entries = list(queues)
+    if not entries:
+        raise ValueError(
+            "queues must name at least one queue "
+            "(leave it out to serve the queues of the registered workflows)"
+        )
+    checked: list[QueueConfig] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"queues[{index}] ({entry!r})"
+        queue = QueueConfig(entry) if isinstance(entry, str) else entry
+        if not isinstance(queue, QueueConfig):
+            raise TypeError(f"{where}: a queue is a cairnflow.QueueConfig or a queue name")
+        try:
+            check_name("queue", queue.name)
+        except InvalidName as error:
+            raise InvalidName(f"{where}: {error}") from None
+        if queue.workers is not None:
+            check_int(f"{where}: workers", queue.workers, minimum=1)
+        check_int(f"{where}: priority", queue.priority)
+        if queue.limit is not None:
+            check_int(f"{where}: limit", queue.limit, minimum=1)
+            if Cap.QUEUE_LIMIT_GLOBAL not in capabilities:
+                raise Unsupported(Cap.QUEUE_LIMIT_GLOBAL, f"{where}: a global limit")
+        if queue.name in seen:
+            raise ValueError(f"{where}: queue {queue.name!r} is configured twice")
+        seen.add(queue.name)
+        checked.append(queue)
+    # After the entries: a store is told about the most specific capability it lacks.
+    if Cap.QUEUE not in capabilities:
+        raise Unsupported(Cap.QUEUE, "Client(queues=...)")
+    return tuple(checked)

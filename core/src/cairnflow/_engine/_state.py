@@ -1,4 +1,11 @@
-"""The state one client's engine threads share, and the small operations on it."""
+"""The state one client's engine threads share, and the small operations on it.
+
+Slots are counted for the client (:attr:`EngineState.in_flight`,
+:attr:`EngineState.reserved`) and for each queue it serves
+(:class:`~cairnflow._engine._slots.QueueSlots`), under one lock: a claim is
+planned against both, so neither the client's ``workers`` (plus its claim-ahead)
+nor a queue's ``workers`` is ever exceeded, whoever plans at the same time.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +17,16 @@ from collections.abc import Collection, Iterable, Sequence
 
 from .._caps import Cap
 from .._errors import PayloadTooLarge, Unsupported
+from .._queues import DEFAULT_QUEUE, QueueConfig
 from ..clock import Clock
 from ..codec import Codec
 from ..notify import Notifier
 from ..retry import JitterSource
-from ..store import ClaimedAttempt, ClaimRequest, Store, StoreFacets
+from ..store import ClaimedAttempt, ClaimRequest, QueueClaim, Store, StoreFacets
 from ..workflow import Workflow
 from ._attempt import RunningAttempt
 from ._settings import Settings
+from ._slots import QueueOrder, QueueSlots, note_claimed
 
 __all__ = ["CLOSURE_WORKFLOW", "EngineState"]
 
@@ -56,6 +65,13 @@ class EngineState:
         self.registry: dict[str, Workflow] = {}
         self.workflow_names = self._names()
         self.lock = threading.Lock()
+        self.queues: dict[str, QueueSlots] = {}
+        """The queues this client serves: its configured ones, or its workflows' (by name)."""
+        self._order = QueueOrder()
+        for config in settings.queues:
+            self._serve(config)
+        if not settings.queues and CLOSURE_WORKFLOW in self.workflow_names:
+            self._serve(QueueConfig(DEFAULT_QUEUE))  # where submit() puts its runs
         self.held: dict[str, RunningAttempt] = {}
         self.handoff: queue.SimpleQueue[RunningAttempt | None] = queue.SimpleQueue()
         """Claimed attempts on their way to a worker (the pool takes them; None stops one)."""
@@ -64,7 +80,6 @@ class EngineState:
         """Slots promised to claims planned but not yet accepted or released: a claim
         reserves its limit when it is planned, so two claims planned at once (the
         dispatcher's and the committer's) never count the same free slot."""
-        self.want_claim = True
         self.wake_event = threading.Event()
         self.replan = threading.Event()
         """Set when an attempt got a deadline: the watchdog plans again."""
@@ -109,10 +124,20 @@ class EngineState:
 
     # -- registry ---------------------------------------------------------------------------
     def register(self, workflow: Workflow) -> None:
-        """Add ``workflow`` and refresh the set of names the dispatcher claims for."""
+        """Add ``workflow`` and refresh the set of names the dispatcher claims for.
+
+        A client without configured queues serves its workflows' queues, so the
+        workflow's queue is served from now on.
+        """
         with self.lock:
             self.registry[workflow.name] = workflow
             self.workflow_names = self._names()
+            if not self.settings.queues and workflow.queue not in self.queues:
+                self._serve(QueueConfig(workflow.queue))
+
+    def _serve(self, config: QueueConfig) -> None:
+        self.queues[config.name] = QueueSlots.of(config, self.settings.workers)
+        self._order.set(self.queues.values())
 
     def _names(self) -> frozenset[str]:
         names = set(self.registry)
@@ -169,9 +194,21 @@ class EngineState:
             self._hold(attempts)
 
     def _hold(self, attempts: Iterable[RunningAttempt]) -> None:
+        queues = self.queues
         for running in attempts:
             self.held[running.token] = running
             self.in_flight += 1
+            slots = queues.get(running.claimed.queue)
+            if slots is not None:
+                slots.held += 1
+
+    def _give_back(self, running: RunningAttempt) -> None:
+        """Free ``running``'s slot, in the client's count and its queue's (lock held)."""
+        running.slot_freed = True
+        self.in_flight -= 1
+        slots = self.queues.get(running.claimed.queue)
+        if slots is not None:
+            slots.held -= 1
 
     def free_slots(self, tokens: Iterable[str]) -> None:
         """Free the slots of attempts whose outcomes were just written (their leases stay held).
@@ -186,8 +223,7 @@ class EngineState:
         for token in tokens:
             running = self.held.get(token)
             if running is not None and not running.slot_freed:
-                running.slot_freed = True
-                self.in_flight -= 1
+                self._give_back(running)
 
     def untrack(self, running: RunningAttempt, *, wake: bool = True) -> None:
         """Release ``running``'s slot and lease; wake the dispatcher if it wants to claim more.
@@ -199,17 +235,17 @@ class EngineState:
 
     def untrack_all(self, attempts: Iterable[RunningAttempt], *, wake: bool = True) -> None:
         """:meth:`untrack` for several attempts at once (one lock, at most one wake-up)."""
-        freed = False
+        wanted = False
         with self.lock:
-            held = self.held
+            held, queues = self.held, self.queues
             for running in attempts:
                 if held.pop(running.token, None) is None:
                     continue
-                freed = True
+                slots = queues.get(running.claimed.queue)
+                wanted = wanted or (slots is not None and slots.want_claim)
                 if not running.slot_freed:
-                    running.slot_freed = True
-                    self.in_flight -= 1
-            wake = wake and freed and self.want_claim
+                    self._give_back(running)
+            wake = wake and wanted
         if wake:
             self.wake_event.set()
 
@@ -245,29 +281,48 @@ class EngineState:
         """A claim for the idle slots (and the slots of ``freeing``, about to free), or None.
 
         ``freeing``: tokens of attempts whose outcomes the claim's transaction
-        writes; only those still holding a slot count. None when nothing
-        suggests there is work (no wake-up since the last claim came back
-        short, and not ``eager``: an outcome in the same transaction may make
-        steps ready) or no slot is free. The flag is cleared here; a wake-up
-        during the claim sets it again, so none is lost.
+        writes; only those still holding a slot count, each for the client and
+        for its queue. A queue is asked for when something suggests it has work
+        (a wake-up since its last claim came back short, or ``eager``: an
+        outcome in the same transaction, of an attempt of that queue, may make
+        steps of its run ready) and it has a free slot; each queue for at most
+        ``min(its free slots, the client's)``, the claim for at most the
+        client's. None when no queue is asked for. Every slot asked for is
+        reserved here (the client's total, and each queue's own ask) until the
+        claim is accepted or released. The flags are cleared here; a wake-up
+        during the claim sets them again, so none is lost.
         """
         with self.lock:
-            if not (self.want_claim or eager) or self.stopping.is_set():
-                return None
-            if not self.settings.runs_steps:
-                return None  # a scheduler-only node
-            held = self.held
-            freed = 0
+            if self.stopping.is_set() or not self.settings.runs_steps:
+                return None  # stopping, or a scheduler-only node
+            freed: dict[str, int] = {}
+            touched: set[str] = set()
             for token in freeing:
-                running = held.get(token)
-                if running is not None and not running.slot_freed:
-                    freed += 1
-            limit = (
-                self.settings.workers + self.claim_ahead() - self.in_flight - self.reserved + freed
+                running = self.held.get(token)
+                if running is not None:
+                    queue = running.claimed.queue
+                    touched.add(queue)
+                    if not running.slot_freed:
+                        freed[queue] = freed.get(queue, 0) + 1
+            ahead = self.claim_ahead()
+            total = (
+                self.settings.workers + ahead - self.in_flight - self.reserved + sum(freed.values())
             )
-            if limit <= 0:
-                return None  # want_claim stays set: the next freed slot claims
-            self.want_claim = False
+            if total <= 0:
+                return None  # the queues' flags stay set: the next freed slot claims
+            asks: list[tuple[QueueSlots, int]] = []
+            for slots in self._order.next():
+                if not (slots.want_claim or (eager and slots.name in touched)):
+                    continue
+                free = slots.free(ahead) + freed.get(slots.name, 0)
+                if free > 0:
+                    asks.append((slots, min(free, total)))
+            if not asks:
+                return None
+            limit = min(total, sum(n for _, n in asks))
+            for slots, n in asks:
+                slots.want_claim = False
+                slots.reserved += n
             self.reserved += limit
         return ClaimRequest(
             workflows=self.workflow_names,
@@ -275,12 +330,21 @@ class EngineState:
             now=self.now(),
             lease_until=self.lease_until(),
             node_id=self.settings.node_id,
+            queues=tuple(QueueClaim(s.name, n, s.global_limit) for s, n in asks),
         )
 
     def release(self, request: ClaimRequest) -> None:
         """Give back the slots ``request`` reserved: its claim was not made (or failed)."""
         with self.lock:
-            self.reserved -= request.limit
+            self._unreserve(request)
+
+    def _unreserve(self, request: ClaimRequest) -> None:
+        self.reserved -= request.limit
+        queues = self.queues
+        for ask in request.queues:
+            slots = queues.get(ask.name)
+            if slots is not None and ask.limit is not None:
+                slots.reserved -= ask.limit
 
     def accept(
         self,
@@ -297,20 +361,21 @@ class EngineState:
         interrupt = self.settings.interrupt
         attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
         with self.lock:  # one step: the reservation becomes the attempts it claimed
-            self.reserved -= request.limit
+            self._unreserve(request)
             self._free(freed)
             self._hold(attempts)
+            note_claimed(self.queues, request.queues, request.limit, claimed)
         for running in attempts:
             self.handoff.put(running)
         if len(claimed) >= request.limit:
-            self.request_claim()  # full: there may be more
-            self.wake_event.set()
+            self.wake_event.set()  # full: there may be more
 
     # -- wake-ups ---------------------------------------------------------------------------
     def request_claim(self) -> None:
-        """Make the dispatcher's next pass claim (from the dispatcher thread itself)."""
+        """Make the dispatcher's next pass claim, from every queue (from its thread itself)."""
         with self.lock:
-            self.want_claim = True
+            for slots in self.queues.values():
+                slots.want_claim = True
 
     def wake(self) -> None:
         """Make the dispatcher look for work now."""

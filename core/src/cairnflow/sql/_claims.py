@@ -1,6 +1,8 @@
 """Claiming: lease the most urgent ready steps, and hand them out with their inputs.
 
-How a claim is made is the dialect's (:meth:`Dialect.send_claim`: one
+A claim names its queues, highest priority first, and each queue is claimed
+by its own statement in the claim's one transaction (docs/claim.md). How a
+queue is claimed is the dialect's (:meth:`Dialect.send_claim`: one
 ``UPDATE ... RETURNING``, or a locking read and an update by id); this part
 renders the claim's statements, and turns the rows it leased into
 :class:`~cairnflow.store.ClaimedAttempt`\\ s: the run's payload and labels
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import ids
-from ..store import ClaimedAttempt, ClaimRequest
+from ..store import ClaimedAttempt, ClaimRequest, QueueClaim
 from ._dialect import ClaimedRow, Cursor
 from ._parts import Part, chunks, token
 from ._rows import ClaimedRun, ClaimedStep, to_bytes, to_text
@@ -30,7 +32,7 @@ class Claims(Part):
     """``claim``, and the claim half of ``finish_and_claim``."""
 
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
-        """Lease the most urgent due, ready steps (see the dialect for how)."""
+        """Lease the most urgent due, ready steps, queue by queue (see the dialect for how)."""
         if request.limit <= 0 or not request.workflows:
             return []
         return self._tx.run(lambda cur: self.send(cur, request)())
@@ -38,22 +40,37 @@ class Claims(Part):
     def send(self, cur: Cursor, request: ClaimRequest) -> Callable[[], list[ClaimedAttempt]]:
         """Send the claim; return how to read what it leased.
 
-        Inside a pipeline the claim's rows are read when the caller asks (after
-        the block, maybe after its COMMIT); the reads they need then (runs a claim
-        did not return, parents' outputs) see rows no transaction changes anymore.
+        One statement (or the dialect's few) per queue, in the request's order,
+        each for at most ``min(the queue's limit, what the request still wants)``
+        (docs/claim.md, section 2). How many the next queue may take depends on
+        what the previous ones took, so every queue's rows but the last are read
+        at once; the last queue's (in the common claim of one queue, the only
+        one's) are read when the caller asks: inside a pipeline, after the block,
+        maybe after its COMMIT. The reads they need then (runs a claim did not
+        return, parents' outputs) see rows no transaction changes anymore.
         """
-        if request.limit <= 0 or not request.workflows:
+        asks = [q for q in request.queues if q.limit is None or q.limit > 0]
+        if request.limit <= 0 or not request.workflows or not asks:
             return lambda: []
         secret = ids.new_token()
-        plan = self._q.claim_plan(
-            workflows=sorted(request.workflows),
-            queues=sorted(request.queues) if request.queues is not None else None,
-            now=request.now,
-            limit=request.limit,
-            claimed=(secret, request.lease_until, request.node_id, request.now),
-        )
-        fetch = self._dialect.send_claim(CountingCursor(cur, self._tx.stats), plan)
-        return lambda: self._claimed(cur, secret, fetch())
+        workflows = sorted(request.workflows)
+        claimed = (secret, request.lease_until, request.node_id, request.now)
+        counting = CountingCursor(cur, self._tx.stats)
+
+        def send_queue(ask: QueueClaim, left: int) -> Callable[[], list[ClaimedRow]]:
+            limit = left if ask.limit is None else min(ask.limit, left)
+            plan = self._q.claim_plan(
+                workflows=workflows, queue=ask.name, limit=limit, claimed=claimed
+            )
+            return self._dialect.send_claim(counting, plan)
+
+        rows: list[ClaimedRow] = []
+        for ask in asks[:-1]:
+            rows.extend(send_queue(ask, request.limit - len(rows))())
+            if len(rows) >= request.limit:
+                return lambda: self._claimed(cur, secret, rows)
+        fetch = send_queue(asks[-1], request.limit - len(rows))
+        return lambda: self._claimed(cur, secret, [*rows, *fetch()])
 
     def _claimed(
         self, cur: Cursor, secret: str, rows: Sequence[ClaimedRow]

@@ -142,6 +142,11 @@ class Queries:
         self.insert_leader = r(s.INSERT_LEADER)
         self.hold_leader = r(s.HOLD_LEADER)
         self.resign_leader = r(s.RESIGN_LEADER)
+        # -- pauses
+        self.find_pause = r(s.FIND_PAUSE)
+        self.insert_pause = r(s.INSERT_PAUSE)
+        self.delete_pause = r(s.DELETE_PAUSE)
+        self.list_pauses = r(s.LIST_PAUSES)
         # -- schema
         self.ledger_ddl = r(s.LEDGER_DDL)
         self.ledger = r(s.LEDGER)
@@ -157,18 +162,16 @@ class Queries:
         self,
         *,
         workflows: Sequence[str],
-        queues: Sequence[str] | None,
-        now: int,
+        queue: str,
         limit: int,
         claimed: tuple[Any, ...],
     ) -> ClaimPlan:
-        """The statements of one claim; ``claimed`` are the values of the claimed SET clause.
+        """The statements of one queue's claim; ``claimed``: the values of the claimed SET clause.
 
-        ``now`` is not a condition: a step is only 'ready' once it is due.
+        There is no time condition: a step is only 'ready' once it is due.
         """
-        queue_sql = f" AND queue IN ({marks(len(queues))})" if queues is not None else ""
-        ready = self._ready.format(workflows=marks(len(workflows)), queues=queue_sql)
-        ready_params = (*workflows, *(queues or ()), limit)
+        ready = self._ready.format(workflows=marks(len(workflows)))
+        ready_params = (queue, *workflows, queue, limit)
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)

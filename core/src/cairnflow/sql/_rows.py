@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 from .._models import ErrorInfo, StepKind, StepStatus
 from ..store import (
     Leader,
+    Pause,
+    PauseKind,
     RunSummary,
     ScheduleRecord,
     StoredRun,
@@ -42,6 +44,7 @@ __all__ = [
     "LeaseState",
     "LockedRun",
     "LockedSchedule",
+    "PauseRow",
     "RunRow",
     "ScheduleRow",
     "StepLease",
@@ -496,3 +499,22 @@ class LeaderRow(NamedTuple):
     def record(self) -> Leader:
         """The lease as the ``Leadership`` facet returns it (the fields have its names)."""
         return Leader(**self._asdict())
+
+
+# -- pauses --------------------------------------------------------------------------------
+class PauseRow(NamedTuple):
+    """A paused queue or workflow as ``PAUSE_COLUMNS`` reads it (``list_pauses``)."""
+
+    kind: PauseKind
+    name: str
+    paused_at: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> PauseRow:
+        """Convert a row of ``PAUSE_COLUMNS``."""
+        kind, name, paused_at = row
+        return _new(cls, (PauseKind(to_text(kind)), to_text(name), int(paused_at)))
+
+    def record(self) -> Pause:
+        """The pause as the ``QueueControl`` facet returns it (the fields have its names)."""
+        return Pause(**self._asdict())

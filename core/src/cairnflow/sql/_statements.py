@@ -3,16 +3,15 @@
 Templates, grouped by the transition that runs them, so a statement is found
 by its name and read as SQL. :class:`~cairnflow.sql.Queries` renders them once
 per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``,
-``{schedules}``, ``{ticks}``, ``{leaders}`` and ``{migrations}`` become the
+``{schedules}``, ``{ticks}``, ``{leaders}``, ``{pauses}`` and ``{migrations}`` become the
 namespace's quoted tables, ``{for_update}``,
 ``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and
 the column lists below are filled in. What only a call knows is left in braces
 for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
 one ``?`` per item (:func:`~cairnflow.sql._queries.marks`), ``{held}`` one
 fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}``
-one primary key per tick, ``{ready}``
-the claim's ready subquery, ``{queues}``, ``{whens}`` and ``{filters}``
-optional clauses. Values are always bound, never formatted in.
+one primary key per tick, ``{ready}`` the claim's ready subquery, ``{whens}``
+and ``{filters}`` optional clauses. Values are always bound, never formatted in.
 
 Every write of an attempt is fenced by its lease: ``WHERE id = ? AND
 lease_token = ? AND status = 'running'``. Every transition of a run locks the
@@ -26,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "LEADER_COLUMNS",
+    "PAUSE_COLUMNS",
     "RUN_COLUMNS",
     "SCHEDULE_COLUMNS",
     "STEP_COLUMNS",
@@ -62,6 +62,8 @@ TICK_COLUMNS = "schedule_id, at, outcome, reason, node, recorded_at, run_id"
 """A recorded tick (:class:`~cairnflow.sql._rows.TickRow`)."""
 LEADER_COLUMNS = "role, node, term, lease_until"
 """A role's leadership lease (:class:`~cairnflow.sql._rows.LeaderRow`)."""
+PAUSE_COLUMNS = "kind, name, paused_at"
+"""A paused queue or workflow (:class:`~cairnflow.sql._rows.PauseRow`)."""
 
 
 def _aliased(alias: str, columns: str) -> str:
@@ -79,6 +81,7 @@ _FRAGMENTS = {
     "schedule_columns_s": _aliased("s", SCHEDULE_COLUMNS),
     "tick_columns": TICK_COLUMNS,
     "leader_columns": LEADER_COLUMNS,
+    "pause_columns": PAUSE_COLUMNS,
     "unfinished": ", ".join(f"'{status}'" for status in UNFINISHED),
     # What a claim sets on each step it leases.
     "claimed_set": """
@@ -127,13 +130,22 @@ the enqueue, whether an earlier attempt of it landed (:func:`cairnflow.store.lan
 
 # -- claiming ---------------------------------------------------------------------------------
 # Only due steps are 'ready' (steps due later are 'scheduled' until promoted), so the
-# claim has no range condition: it walks the ready index in order and stops at n.
+# claim has no range condition: it walks the ready index, led by the queue, in order and
+# stops at n. A claim of several queues runs this once per queue (docs/claim.md, 2).
+# Pauses are read here, by every claim, in its transaction: the queue's is one probe of the
+# pauses' primary key, uncorrelated, so evaluated once (a paused queue's statement returns
+# nothing without reading its ready rows); a workflow's is one probe per row the claim visits.
 READY = """
-            SELECT id FROM {steps}
-            WHERE status = 'ready' AND workflow IN ({workflows}){queues}
+            SELECT id FROM {steps} s
+            WHERE status = 'ready' AND queue = ? AND workflow IN ({workflows})
+                AND NOT EXISTS (SELECT 1 FROM {pauses} WHERE kind = 'queue' AND name = ?)
+                AND NOT EXISTS (
+                    SELECT 1 FROM {pauses} p WHERE p.kind = 'workflow' AND p.name = s.workflow
+                )
             ORDER BY priority DESC, due_at, id
             LIMIT ?"""
-"""The most urgent ready steps: the subquery (or first statement) of every claim."""
+"""One queue's most urgent ready steps of workflows not paused, unless the queue is paused:
+the subquery (or first statement) of every claim."""
 
 UPDATE_RETURNING = """
             UPDATE {steps} SET {claimed_set}
@@ -526,6 +538,19 @@ HOLD_LEADER = "UPDATE {leaders} SET node = ?, term = ?, lease_until = ? WHERE ro
 # lease_until 0 is before every lease_now: the next claim takes the role at once, term + 1.
 RESIGN_LEADER = "UPDATE {leaders} SET lease_until = 0 WHERE role = ? AND node = ?"
 """End a node's lease of a role now (nothing, if another node holds it)."""
+
+# -- pauses (a row per paused queue or workflow; every claim reads them, nothing caches them) ---
+FIND_PAUSE = "SELECT paused_at FROM {pauses} WHERE kind = ? AND name = ?"
+"""Is a queue or workflow paused already (a second pause keeps the first's time)."""
+
+INSERT_PAUSE = "INSERT INTO {pauses} ({pause_columns}) VALUES (?, ?, ?)"
+"""Pause a queue or workflow. Of two pausers inserting at once, the primary key refuses one."""
+
+DELETE_PAUSE = "DELETE FROM {pauses} WHERE kind = ? AND name = ?"
+"""Resume a queue or workflow (by the primary key)."""
+
+LIST_PAUSES = "SELECT {pause_columns} FROM {pauses} ORDER BY kind, name"
+"""Every pause, by kind and name."""
 
 # -- schema -----------------------------------------------------------------------------------
 LEDGER_DDL = (

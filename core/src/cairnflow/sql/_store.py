@@ -22,7 +22,8 @@ hands the call to its part:
 * :mod:`._outcomes`: ``finish*``, ``advance_due``, ``send_signal``, ``cancel_run``;
 * :mod:`._reads`: ``get_run``, ``list_runs``, ``database_now``;
 * :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...);
-* :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``).
+* :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``);
+* :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -46,6 +47,8 @@ from ..store import (
     Leader,
     NewRun,
     Outcome,
+    Pause,
+    PauseKind,
     ReclaimResult,
     RenewResult,
     RunPage,
@@ -66,6 +69,7 @@ from ._leases import Leases
 from ._migrations import Migration
 from ._outcomes import Outcomes
 from ._parts import Context
+from ._pauses import Pauses
 from ._queries import Queries
 from ._reads import Reads
 from ._schedules import Schedules
@@ -101,6 +105,10 @@ SQL_CAPABILITIES = frozenset(
         Cap.RUN_QUERY,
         *SCHEDULE_CAPABILITIES,
         Cap.LEADER_ELECTION,
+        Cap.QUEUE,
+        Cap.QUEUE_OVERRIDE,
+        Cap.PAUSE_QUEUE,
+        Cap.PAUSE_WORKFLOW,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -169,6 +177,7 @@ class SQLStore:
         self._reads = Reads(context)
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
+        self._pauses = Pauses(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -392,6 +401,19 @@ class SQLStore:
     def resign_leadership(self, role: str, node: str) -> None:
         """End ``node``'s lease of ``role`` now, if it holds it."""
         self._leadership.resign_leadership(role, node)
+
+    # -- pauses ------------------------------------------------------------------------------
+    def pause(self, kind: PauseKind, name: str, at: int) -> bool:
+        """Pause a queue or workflow (a row every claim reads); False if it was paused."""
+        return self._pauses.pause(kind, name, at)
+
+    def resume(self, kind: PauseKind, name: str) -> bool:
+        """Lift a pause (delete its row); False if there was none."""
+        return self._pauses.resume(kind, name)
+
+    def pauses(self) -> list[Pause]:
+        """Every pause, by kind and name."""
+        return self._pauses.pauses()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

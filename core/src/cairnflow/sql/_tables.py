@@ -16,7 +16,7 @@ __all__ = ["PREFIX_PATTERN", "SCHEMA_PATTERN", "TABLES", "Tables"]
 
 PREFIX_PATTERN = r"[a-z_][a-z0-9_]{0,47}"
 SCHEMA_PATTERN = r"[a-z_][a-z0-9_]{0,62}"
-TABLES = ("runs", "steps", "signals", "schedules", "ticks", "leaders", "migrations")
+TABLES = ("runs", "steps", "signals", "schedules", "ticks", "leaders", "pauses", "migrations")
 """Every table of the schema, without prefix."""
 
 
@@ -32,6 +32,7 @@ class Tables:
     schedules: str
     ticks: str
     leaders: str
+    pauses: str
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -56,6 +57,7 @@ class Tables:
             schedules=name("schedules"),
             ticks=name("ticks"),
             leaders=name("leaders"),
+            pauses=name("pauses"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -64,8 +66,9 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{migrations}``: qualified, quoted table names; ``{p}``: the raw (validated)
-        prefix, for index names; ``{schema}``: the quoted schema and a dot, or nothing.
+        ``{leaders}``, ``{pauses}``, ``{migrations}``: qualified, quoted table names;
+        ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
+        schema and a dot, or nothing.
         """
         return {
             "runs": self.runs,
@@ -74,6 +77,7 @@ class Tables:
             "schedules": self.schedules,
             "ticks": self.ticks,
             "leaders": self.leaders,
+            "pauses": self.pauses,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

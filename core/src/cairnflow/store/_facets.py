@@ -31,6 +31,8 @@ from ._records import (
     Leader,
     NewRun,
     Outcome,
+    Pause,
+    PauseKind,
     ScheduleRecord,
     TickRecord,
 )
@@ -43,6 +45,7 @@ __all__ = [
     "Facet",
     "KernelOutcomes",
     "Leadership",
+    "QueueControl",
     "Schedules",
     "ServerClock",
     "StoreContractError",
@@ -206,6 +209,32 @@ class Leadership(Protocol):
         ...
 
 
+@runtime_checkable
+class QueueControl(Protocol):
+    """``Cap.PAUSE_QUEUE``, ``Cap.PAUSE_WORKFLOW``: pauses that every claim reads.
+
+    Requirement: from the moment ``pause`` returns, no claim of any client
+    starts an attempt of the paused queue (whatever its workflow) or workflow
+    (whatever its queue) until ``resume`` returns; attempts already running
+    are not touched, and runs are still created. Pauses are stored, so they
+    hold across restarts and without any client running. Claims of other
+    queues and workflows are neither slowed nor blocked by a paused one,
+    however many ready runs it holds.
+    """
+
+    def pause(self, kind: PauseKind, name: str, at: int) -> bool:
+        """Pause ``kind`` ``name`` from ``at``; False when it was paused already (kept as is)."""
+        ...
+
+    def resume(self, kind: PauseKind, name: str) -> bool:
+        """Lift the pause of ``kind`` ``name``; False when it was not paused."""
+        ...
+
+    def pauses(self) -> list[Pause]:
+        """Every pause, by kind, then name."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -265,6 +294,9 @@ KERNEL = Facet(
             Cap.HEARTBEAT,
             Cap.RUN_QUERY,
             Cap.PAYLOAD_LIMIT,
+            # Promises of claim and create_runs: ClaimRequest.queues and NewRun.queue honoured.
+            Cap.QUEUE,
+            Cap.QUEUE_OVERRIDE,
         }
     ),
 )
@@ -312,6 +344,12 @@ FACETS: tuple[Facet, ...] = (
         Leadership,
         ("claim_leadership", "read_leadership", "resign_leadership"),
         frozenset({Cap.LEADER_ELECTION}),
+    ),
+    Facet(
+        "queue control",
+        QueueControl,
+        ("pause", "resume", "pauses"),
+        frozenset({Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW}),
     ),
 )
 """Every facet of this SPI version, the kernel first."""
@@ -399,6 +437,7 @@ class StoreFacets:
     clock: ServerClock | None
     schedules: Schedules | None
     leadership: Leadership | None
+    queue_control: QueueControl | None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -418,6 +457,11 @@ class StoreFacets:
             leadership=(
                 store
                 if Cap.LEADER_ELECTION in caps and isinstance(store, Leadership)
+                else None
+            ),
+            queue_control=(
+                store
+                if caps & {Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW} and isinstance(store, QueueControl)
                 else None
             ),
         )

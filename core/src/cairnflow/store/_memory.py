@@ -9,7 +9,7 @@ callable (``Cap.CLOSURE``).
 
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
-(:mod:`._memory_schedules`).
+(:mod:`._memory_schedules`, :mod:`._memory_pauses`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
-from ._facets import KERNEL, Leadership, Schedules, facet_capabilities
+from ._facets import KERNEL, Leadership, QueueControl, Schedules, facet_capabilities
 from ._landed import landed
+from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
 from ._records import (
     ACTIVE,
@@ -41,6 +42,7 @@ from ._records import (
     FinishResult,
     NewRun,
     Outcome,
+    PauseKind,
     ReclaimResult,
     RenewResult,
     RunPage,
@@ -107,14 +109,15 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemorySchedules):
+class MemoryStore(MemorySchedules, MemoryPauses):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
-    ) | facet_capabilities(Schedules, Leadership)
+    ) | facet_capabilities(Schedules, Leadership, QueueControl)
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
-    the clients of this object only), and the schedules and leadership facets."""
+    the clients of this object only), and the schedules, leadership and queue control
+    facets."""
     spi_version = SPI_VERSION
 
     def __init__(self) -> None:
@@ -229,48 +232,66 @@ class MemoryStore(MemorySchedules):
 
     # -- claiming and leases ---------------------------------------------------------
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
-        """Lease the most urgent due, ready steps of the given workflows."""
+        """Lease the most urgent due, ready steps of the given workflows, queue by queue.
+
+        Each queue of the request in its order, for at most its own limit and
+        what the request still wants (``Cap.QUEUE``); a paused queue gives nothing,
+        and a paused workflow's steps are passed over (``Cap.PAUSE_QUEUE``,
+        ``Cap.PAUSE_WORKFLOW``).
+        """
         with self._lock:
-            due = [
-                s
-                for s in self._ready.values()
-                if s.due_at is not None
-                and s.due_at <= request.now
-                and s.run.workflow in request.workflows
-                and (request.queues is None or s.run.queue in request.queues)
-            ]
-            due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
             claimed: list[ClaimedAttempt] = []
-            for step in due[: max(request.limit, 0)]:
-                del self._ready[step.id]
-                token = ids.new_token()
-                step.status = StepStatus.RUNNING
-                step.attempt += 1
-                step.token = token
-                step.lease_until = request.lease_until
-                step.node = request.node_id
-                step.started_at = request.now
-                self._running[step.id] = step
-                self._tokens[token] = step
-                run = step.run
-                claimed.append(
-                    ClaimedAttempt(
-                        token=token,
-                        run_id=run.id,
-                        workflow=run.workflow,
-                        queue=run.queue,
-                        step=step.name,
-                        kind=step.kind,
-                        attempt=step.attempt,
-                        failures=step.failures,
-                        reclaims=step.reclaims,
-                        payload=run.payload,
-                        inputs={p: run.steps[p].output or b"" for p in step.parents},
-                        labels=dict(run.labels),
-                        closure=run.closure,
-                    )
-                )
+            for queue in request.queues:
+                left = request.limit - len(claimed)
+                wanted = left if queue.limit is None else min(queue.limit, left)
+                if wanted <= 0 or self._paused(PauseKind.QUEUE, queue.name):
+                    continue
+                claimed.extend(self._claim_queue(request, queue.name, wanted))
             return claimed
+
+    def _claim_queue(self, request: ClaimRequest, queue: str, limit: int) -> list[ClaimedAttempt]:
+        """Lease up to ``limit`` of ``queue``'s most urgent due, ready steps (lock held)."""
+        due = [
+            s
+            for s in self._ready.values()
+            if s.due_at is not None
+            and s.due_at <= request.now
+            and s.run.queue == queue
+            and s.run.workflow in request.workflows
+            and not self._paused(PauseKind.WORKFLOW, s.run.workflow)
+        ]
+        due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
+        claimed: list[ClaimedAttempt] = []
+        for step in due[:limit]:
+            del self._ready[step.id]
+            token = ids.new_token()
+            step.status = StepStatus.RUNNING
+            step.attempt += 1
+            step.token = token
+            step.lease_until = request.lease_until
+            step.node = request.node_id
+            step.started_at = request.now
+            self._running[step.id] = step
+            self._tokens[token] = step
+            run = step.run
+            claimed.append(
+                ClaimedAttempt(
+                    token=token,
+                    run_id=run.id,
+                    workflow=run.workflow,
+                    queue=run.queue,
+                    step=step.name,
+                    kind=step.kind,
+                    attempt=step.attempt,
+                    failures=step.failures,
+                    reclaims=step.reclaims,
+                    payload=run.payload,
+                    inputs={p: run.steps[p].output or b"" for p in step.parents},
+                    labels=dict(run.labels),
+                    closure=run.closure,
+                )
+            )
+        return claimed
 
     def _held(self, token: str) -> tuple[_Step | None, AttemptState]:
         step = self._tokens.get(token)

@@ -24,6 +24,7 @@ class MemorySchedules:
     _lock: threading.RLock
 
     def __init__(self) -> None:
+        super().__init__()  # the store's other facets (MemoryPauses)
         self._schedules: dict[str, ScheduleRecord] = {}
         self._ticks: dict[str, dict[int, TickRecord]] = {}
         self._leaders: dict[str, Leader] = {}

@@ -137,10 +137,14 @@ class Store(Protocol):
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
         """Lease up to ``request.limit`` ready, due attempts of the given workflows.
 
-        Highest priority first, then earliest due. Each claimed step becomes
-        ``running`` with a fresh token, ``lease_until``, the node id and its
-        attempt number incremented. Two concurrent claims never return the
-        same attempt.
+        Queue by queue in the order of ``request.queues`` (``Cap.QUEUE``), each for
+        at most its own limit and what the request still wants, so an earlier
+        queue is drained first; within a queue, highest priority first, then
+        earliest due. A run is claimed only from the queue it was created on
+        (``NewRun.queue``: its workflow's, or an override, ``Cap.QUEUE_OVERRIDE``).
+        Each claimed step becomes ``running`` with a fresh token,
+        ``lease_until``, the node id and its attempt number incremented. Two
+        concurrent claims never return the same attempt.
         """
         ...
 

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from .._models import ErrorInfo, Status, StepKind, StepStatus
+from .._queues import DEFAULT_QUEUE
 
 __all__ = [
     "ACTIVE",
@@ -27,6 +28,9 @@ __all__ = [
     "NewRun",
     "NewStep",
     "Outcome",
+    "Pause",
+    "PauseKind",
+    "QueueClaim",
     "ReclaimResult",
     "RenewResult",
     "RunPage",
@@ -113,10 +117,29 @@ class NewRun:
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimRequest:
-    """Claim up to ``limit`` ready attempts that are due at ``now``.
+class QueueClaim:
+    """One queue of a claim: at most ``limit`` of its ready steps (None: up to the request's).
 
-    ``lease_until`` is on the lease clock. ``queues=None`` serves every queue.
+    ``global_limit`` (``Cap.QUEUE_LIMIT_GLOBAL``): the claim takes at most
+    ``global_limit`` minus the queue's attempts running on every client; None: no
+    such limit.
+    """
+
+    name: str
+    limit: int | None = None
+    global_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """Claim up to ``limit`` ready attempts that are due at ``now``, from ``queues``.
+
+    ``queues`` are claimed in their order (highest priority first), each for at
+    most its own limit and together for at most ``limit``: a queue earlier in
+    the order is drained first, a later one gets what the earlier could not
+    fill. There is no claim of "every queue": a client always names the queues
+    it serves (the default: the default queue). ``lease_until`` is on the lease
+    clock.
     """
 
     workflows: frozenset[str]
@@ -124,7 +147,7 @@ class ClaimRequest:
     now: int
     lease_until: int
     node_id: str
-    queues: frozenset[str] | None = None
+    queues: tuple[QueueClaim, ...] = (QueueClaim(DEFAULT_QUEUE),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +405,25 @@ class ScheduleRecord:
     """False while the run of the last fired tick is unfinished (read with the schedule)."""
     created_at: int = 0
     updated_at: int = 0
+
+
+class PauseKind(StrEnum):
+    """What a pause holds (the ``QueueControl`` facet)."""
+
+    QUEUE = "queue"
+    """Every run of the queue, of any workflow (``Cap.PAUSE_QUEUE``)."""
+    WORKFLOW = "workflow"
+    """Every run of the workflow, on any queue (``Cap.PAUSE_WORKFLOW``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A paused queue or workflow: no claim starts an attempt of it until it is resumed."""
+
+    kind: PauseKind
+    name: str
+    paused_at: int
+    """When it was paused (Unix nanoseconds, the scheduling clock of who paused it)."""
 
 
 @dataclass(frozen=True, slots=True)

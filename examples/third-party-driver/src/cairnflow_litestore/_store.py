@@ -391,12 +391,13 @@ class LiteStore:
         workflows = sorted(request.workflows)
         where = f"status = 'ready' AND due_at <= ? AND workflow IN ({_marks(workflows)})"
         params: list[Any] = [request.now, *workflows]
-        if request.queues is not None:
-            if not request.queues:
-                return []
-            queues = sorted(request.queues)
-            where += f" AND queue IN ({_marks(queues)})"
-            params += queues
+        # No Cap.QUEUE: the request's queues are honoured by name, not each queue's limit
+        # or order (a client of this store serves its workflows' queues, one pool).
+        queues = sorted({queue.name for queue in request.queues})
+        if not queues:
+            return []
+        where += f" AND queue IN ({_marks(queues)})"
+        params += queues
         claimed: list[ClaimedAttempt] = []
         rows = db.execute(
             f"SELECT seq FROM {self._t('steps')} WHERE {where} "
