@@ -4,18 +4,73 @@
 way a lost network or a stalled process would: a client behind a cut
 partition cannot renew its leases or write its outcomes. It fakes nothing
 about the store itself.
+
+:func:`faults` arms the engine's named fault points (:data:`FAULT_POINTS`) in
+this process: a crash, an error or a stall at the worst places, for chaos
+tests. Worker subprocesses are armed through the :data:`FAULTS_ENV`
+environment variable instead. The points are the engine's internals: they
+move with its code, and nothing outside tests should rely on them.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
+from . import _faults
+from ._faults import Fault, FaultInjected
 from .store import FACETS
 
-__all__ = ["Partition", "wait_until"]
+__all__ = [
+    "FAULTS_ENV",
+    "FAULT_POINTS",
+    "Fault",
+    "FaultInjected",
+    "Faults",
+    "Partition",
+    "faults",
+    "wait_until",
+]
+
+FAULT_POINTS: Mapping[str, str] = _faults.POINTS
+"""Every named fault point, and where it sits in the engine."""
+
+FAULTS_ENV = _faults.ENV
+"""``CAIRNFLOW_FAULTS``: the faults a process arms when it imports cairnflow, e.g.
+``"outcome.before_commit=kill@0.02,sql.after_commit=raise@0.05,claim.before_commit=stall:2#1"``
+(``point=action[:seconds][@probability][#times]``; actions ``kill``, ``raise``, ``stall``)."""
+
+
+class Faults:
+    """The faults :func:`faults` armed: how often each point fired so far."""
+
+    def __init__(self, armed: list[Fault]) -> None:
+        self.armed = armed
+
+    def fired(self, point: str | None = None) -> int:
+        """How many times ``point`` fired (every point's total when None)."""
+        counts = _faults.fired()
+        return sum(counts.values()) if point is None else counts.get(point, 0)
+
+
+@contextmanager
+def faults(spec: str, *, observe: Callable[[Fault], None] | None = None) -> Iterator[Faults]:
+    """Arm the faults ``spec`` (the :data:`FAULTS_ENV` format) in this process for the block.
+
+    ``kill`` would end the test process itself: use it in subprocesses only.
+    ``observe`` is called with each fault that fires, before it acts. Whatever
+    was armed before (from the environment) is armed again after the block.
+    """
+    armed = _faults.parse(spec)
+    before = _faults.plan
+    _faults.arm(armed, [observe] if observe is not None else [])
+    try:
+        yield Faults(armed)
+    finally:
+        _faults.plan = before
 
 DEFAULT_BLOCKED = frozenset(
     method for facet in FACETS for method in facet.methods

@@ -44,6 +44,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from .. import _faults
 from .._errors import OutcomeRefused, PayloadTooLarge, Permanent, Unavailable
 from ..store import (
     AttemptState,
@@ -262,6 +263,8 @@ class GroupCommit:
         refilled = False
         started = monotonic()
         try:
+            if _faults.plan is not None:
+                _faults.fire(_faults.OUTCOME_BEFORE_COMMIT)
             tokens = [p.claimed.token for p in batch]
             request = state.plan_claim(tokens, eager=any(p.eager for p in batch))
             claim_started = monotonic()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .. import ids
+from .. import _faults, ids
 from ..store import ClaimedAttempt, ClaimRequest
 from ._dialect import ClaimedRow, Cursor
 from ._parts import Part, chunks, token
@@ -53,6 +53,8 @@ class Claims(Part):
             claimed=(secret, request.lease_until, request.node_id, request.now),
         )
         fetch = self._dialect.send_claim(CountingCursor(cur, self._tx.stats), plan)
+        if _faults.plan is not None:
+            _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
         return lambda: self._claimed(cur, secret, fetch())
 
     def _claimed(

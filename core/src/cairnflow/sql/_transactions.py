@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from .. import _faults
 from .._errors import CairnError, Unavailable
 from ._dialect import Connections, Cursor, Dialect
 from ._errors import ErrorClassifier
@@ -195,6 +196,8 @@ class Transactions:
                         # Reads after an early COMMIT (immutable rows: a claim's inputs)
                         # may have opened a transaction of their own: end it.
                         conn.commit()
+                    if write and _faults.plan is not None:
+                        _faults.fire(_faults.SQL_AFTER_COMMIT)  # raise: COMMIT's reply lost
                     return result
                 except (CairnError, Rollback):
                     rollback_quietly(conn)
