@@ -17,9 +17,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from cairnflow.testing import FAULTS_ENV
 
 __all__ = ["Fleet", "Landed", "Worker"]
 
@@ -135,7 +138,7 @@ class Fleet:
         lease: float = 3.0,
         poll: float = 0.2,
         max_reclaims: int = 5,
-        faults: str | None = None,
+        faults: Sequence[str] = (),
     ) -> None:
         self.url = url
         self.directory = directory
@@ -146,7 +149,8 @@ class Fleet:
         self.lease = lease
         self.poll = poll
         self.max_reclaims = max_reclaims
-        self.faults = faults
+        self.faults = list(faults)
+        """``CAIRNFLOW_FAULTS`` of the workers, taken in turn by each one started."""
         self.landed = Landed()
         self.workers: list[Worker] = []
         self._all: list[Worker] = []
@@ -154,20 +158,23 @@ class Fleet:
 
     # -- starting --------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start ``size`` workers."""
-        for _ in range(self.size):
-            self.workers.append(self.spawn())
+        """Start ``size`` workers at once, and wait until each one says READY."""
+        launched = [self._launch() for _ in range(self.size)]
+        self.workers += [self._ready(worker) for worker in launched]
 
     def spawn(self) -> Worker:
         """Start one worker and wait until it says READY."""
+        return self._ready(self._launch())
+
+    def _launch(self) -> Worker:
         self._count += 1
         node = f"w{self._count}"
         log = self.directory / f"{node}.log"
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), *(p for p in sys.path if p)])
-        env.pop("CAIRNFLOW_FAULTS", None)
+        env.pop(FAULTS_ENV, None)
         if self.faults:
-            env["CAIRNFLOW_FAULTS"] = self.faults
+            env[FAULTS_ENV] = self.faults[(self._count - 1) % len(self.faults)]
         command = [
             sys.executable,
             "-m",
@@ -201,15 +208,19 @@ class Fleet:
             )
         worker = Worker(node, popen, log)
         self._all.append(worker)
-        assert popen.stdout is not None
-        line = _read_line(popen.stdout, _READY_TIMEOUT)
+        return worker
+
+    def _ready(self, worker: Worker) -> Worker:
+        """``worker``, once it said READY (or died of a fault of its own while starting)."""
+        assert worker.popen.stdout is not None
+        line = _read_line(worker.popen.stdout, _READY_TIMEOUT)
         if line.strip() != "READY":
             if not worker.alive and worker.returncode == -signal.SIGKILL:
                 return worker  # a fault killed it while it started: replaced later
             worker.close()
             raise AssertionError(
-                f"worker {node} did not start (said {line.strip()!r}, exit status "
-                f"{popen.poll()}); log:\n{worker.log()}"
+                f"worker {worker.node} did not start (said {line.strip()!r}, exit status "
+                f"{worker.returncode}); log:\n{worker.log()}"
             )
         return worker
 

@@ -133,6 +133,8 @@ class History:
     enqueues: list[Enqueued] = field(default_factory=list)
     starts: list[Started] = field(default_factory=list)
     completions: list[Completed] = field(default_factory=list)
+    failures: list[Started] = field(default_factory=list)
+    """Bodies that raised on purpose (a step failing its first attempt): their ends."""
     faults: list[FaultFired] = field(default_factory=list)
 
     def add(self, event: dict[str, Any]) -> None:
@@ -144,6 +146,13 @@ class History:
             )
         elif kind == "start":
             self.starts.append(
+                Started(
+                    event["run"], event["step"], event["attempt"], event["node"], event["pid"],
+                    event["at"],
+                )
+            )
+        elif kind == "fail":
+            self.failures.append(
                 Started(
                     event["run"], event["step"], event["attempt"], event["node"], event["pid"],
                     event["at"],
@@ -296,7 +305,11 @@ def check(
         "enqueued": acknowledged,
         "enqueues unknown": len(history.enqueues) - acknowledged,
         "starts": len(history.starts),
-        "re-executions": len(history.starts) - len({(s.run_id, s.step) for s in history.starts}),
+        # Starts beyond each step's first, but for the retries of deliberate failures: what
+        # the chaos made run again.
+        "re-executions": len(history.starts)
+        - len({(s.run_id, s.step) for s in history.starts})
+        - len(history.failures),
         "commits": len(stored.commits),
         "faults": len(history.faults),
         **{f"faults {action}": n for action, n in Counter(

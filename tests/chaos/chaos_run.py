@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import chaos_history as h
+import pytest
 from chaos_engines import Engine
 from chaos_fleet import Fleet
 from chaos_workload import KEY_LABEL, Enqueuer, Recorder, nonce_of, workflows
@@ -28,7 +29,25 @@ from chaos_workload import KEY_LABEL, Enqueuer, Recorder, nonce_of, workflows
 import cairnflow as cf
 from cairnflow.store import RunQuery
 
-__all__ = ["Chaos", "Figures"]
+__all__ = ["ENGINES", "FULL", "Chaos", "Figures", "on"]
+
+FULL = pytest.mark.chaos_full
+"""A test (or a parameter of one) the short profile leaves out."""
+
+ENGINES = ("sqlite", "postgres", "mariadb")
+
+
+def on(short: str, among: tuple[str, ...] = ENGINES) -> pytest.MarkDecorator:
+    """Run on every engine of ``among``; the short profile keeps ``short`` only.
+
+    The short profile (``nox -s tests``) runs each scenario once, the engines
+    taking turns across scenarios; the full one (``nox -s chaos``) on every engine.
+    """
+    return pytest.mark.parametrize(
+        "engine",
+        [pytest.param(name, marks=() if name == short else FULL) for name in among],
+        indirect=True,
+    )
 
 Disruption = Callable[["Chaos"], None]
 
@@ -84,6 +103,8 @@ class Chaos:
         )
         self.random = random.Random()
         self.errors: list[BaseException] = []
+        self.kept = h.Stored()
+        """What the store kept, as the verdict read it."""
         self._started = time.monotonic()
 
     # -- the workload and its disruptions ---------------------------------------------------------
@@ -102,15 +123,26 @@ class Chaos:
         disrupt: Disruption | None = None,
         *,
         every: float = 1.0,
+        until: Callable[[], bool] | None = None,
         backlog: int = 24,
         mix: tuple[str, ...] = ("chaos-diamond", "chaos-diamond", "chaos-chain"),
     ) -> None:
         """Keep up to ``backlog`` runs of ``mix`` unfinished for ``seconds``; disrupt meanwhile.
 
         ``disrupt(chaos)`` runs every ``every`` seconds (give or take) in a thread of
-        its own; after each one, dead workers are replaced.
+        its own; after each one, dead workers are replaced. With ``until``, the run
+        goes on past ``seconds`` until ``until()`` is true (what the test must see
+        land, on a machine too busy to make it happen in time), four times as long
+        at most.
         """
-        ends = time.monotonic() + seconds
+        started = time.monotonic()
+
+        def going() -> bool:
+            elapsed = time.monotonic() - started
+            if elapsed < seconds:
+                return True
+            return until is not None and elapsed < 4 * seconds + 10 and not until()
+
         stop = threading.Event()
         thread = None
         if disrupt is not None:
@@ -120,7 +152,7 @@ class Chaos:
             thread.start()
         try:
             n = 0
-            while time.monotonic() < ends and not self.errors:
+            while going() and not self.errors:
                 try:
                     room = backlog - self.active(backlog)
                 except cf.Unavailable:
@@ -167,6 +199,7 @@ class Chaos:
         self.fleet.stop()
         history = h.read_history(self.history_dir)
         stored = self.stored()
+        self.kept = stored
         verdict = h.check(history, stored, expected)
         counts = verdict.counts
         figures = self.figures

@@ -149,6 +149,7 @@ def chain() -> cf.Workflow:
     def flaky(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
         if ctx.attempt == 1:
             _log("start", ctx)
+            _log("fail", ctx)
             raise RuntimeError("the first attempt of flaky fails, on purpose")
         return _body(ctx, _work(ctx))
 

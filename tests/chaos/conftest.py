@@ -43,9 +43,6 @@ from chaos_engines import (
 
 from cairnflow_conformance import databases
 
-FULL = pytest.mark.chaos_full
-"""A test (or parameter) the short profile leaves out."""
-
 _FIGURES = "chaos"
 
 
@@ -65,6 +62,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos_full: left out of the short chaos profile")
+    config.addinivalue_line(
+        "markers", "chaos_restarts: restarts database servers (run alone, by nox -s chaos)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

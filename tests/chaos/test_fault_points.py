@@ -18,14 +18,14 @@ import chaos_history as h
 import chaos_workload as w
 import pytest
 from chaos_engines import Engine
-from chaos_run import Chaos
+from chaos_run import Chaos, on
 
 import cairnflow as cf
 from cairnflow.testing import FAULT_POINTS, faults, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
-ENGINES = pytest.mark.parametrize("engine", ["sqlite", "postgres", "mariadb"], indirect=True)
+
 
 
 def in_process(engine: Engine, tmp_path: Path, scenario: str) -> Chaos:
@@ -49,7 +49,7 @@ def finish(chaos: Chaos, client: cf.Client, timeout: float = 90.0) -> h.Verdict:
     return chaos.verdict()
 
 
-@ENGINES
+@on("postgres")
 def test_each_point_raising_loses_nothing_and_writes_nothing_twice(
     engine: Engine, tmp_path: Path, report_figures: Any
 ) -> None:
@@ -76,7 +76,7 @@ def test_each_point_raising_loses_nothing_and_writes_nothing_twice(
     assert verdict.counts["runs"] + verdict.counts["enqueues unknown"] >= 16
 
 
-@ENGINES
+@on("mariadb")
 def test_stalls_at_each_point_delay_and_break_nothing(
     engine: Engine, tmp_path: Path, report_figures: Any
 ) -> None:
@@ -99,7 +99,7 @@ def test_stalls_at_each_point_delay_and_break_nothing(
     assert verdict.counts["re-executions"] <= verdict.counts["runs"] // 4 + 1  # the flaky step
 
 
-@ENGINES
+@on("sqlite")
 def test_a_resent_outcome_whose_first_write_landed_is_written_once(
     engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -191,6 +191,15 @@ def test_logs_are_read_back_and_a_line_cut_by_a_kill_is_skipped(tmp_path: Path) 
     assert history.faults[0].action == "kill"
 
 
+def test_a_deliberate_failure_and_its_retry_are_no_re_execution() -> None:
+    history, stored = clean()
+    history.failures.append(history.starts[1])
+    history.starts.append(h.Started("r1", "b", 2, "w1", 100, 60))
+    verdict = h.check(history, stored)
+    assert verdict.violations == []
+    assert verdict.counts["re-executions"] == 0
+
+
 def test_an_unknown_event_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown history event"):
         h.History().add({"ev": "teleport"})
