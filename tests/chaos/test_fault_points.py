@@ -21,7 +21,7 @@ from chaos_engines import Engine
 from chaos_run import Chaos, on
 
 import cairnflow as cf
-from cairnflow.testing import FAULT_POINTS, faults, wait_until
+from cairnflow.testing import FAULT_POINTS, Fault, faults, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -119,9 +119,24 @@ def test_a_resent_outcome_whose_first_write_landed_is_written_once(
         return {"nonce": nonce}
 
     one.add(cf.Step("only", body))
-    # Long leases and polls: no renewal or claim is written between the arming and
-    # the outcome, so the one fault lands on the outcome's COMMIT.
-    client = cf.Client(chaos.store, workers=2, poll_interval=30, lease=30, node_id="inproc")
+    # Long leases and polls, no schedules fired (no tick pruned), no notifications (no
+    # claim woken by a late one): nothing else is written between the arming and the
+    # outcome, so the one fault lands on its COMMIT.
+    client = cf.Client(
+        chaos.store,
+        workers=2,
+        poll_interval=30,
+        lease=30,
+        node_id="inproc",
+        role="worker",
+        notifier=False,
+    )
+    where: list[str] = []
+
+    def observe(fault: Fault) -> None:
+        where.append(threading.current_thread().name)
+        chaos.recorder.fault(fault)
+
     client.register(one)
     try:
         client.start()
@@ -129,7 +144,7 @@ def test_a_resent_outcome_whose_first_write_landed_is_written_once(
         wait_until(lambda: chaos.history().starts, timeout=20, what="the step to start")
         with (
             caplog.at_level(logging.INFO, logger="cairnflow"),
-            faults("sql.after_commit=raise#1", observe=chaos.recorder.fault) as armed,
+            faults("sql.after_commit=raise#1", observe=observe) as armed,
         ):
             gate.set()
             started = time.monotonic()
@@ -138,6 +153,7 @@ def test_a_resent_outcome_whose_first_write_landed_is_written_once(
             wait_until(lambda: "earlier write landed" in caplog.text, timeout=10,
                        what="the committer's account of the re-sent outcome")
             assert armed.fired() == 1
+            assert where[0].startswith("cairnflow-committer"), where
         client.stop(timeout=10)
         commits = chaos.engine.commits()
         steps = chaos.store.get_run(ref.id)
