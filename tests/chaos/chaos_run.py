@@ -125,9 +125,13 @@ class Chaos:
         every: float = 1.0,
         until: Callable[[], bool] | None = None,
         backlog: int = 24,
+        work: float = 0.01,
         mix: tuple[str, ...] = ("chaos-diamond", "chaos-diamond", "chaos-chain"),
     ) -> None:
         """Keep up to ``backlog`` runs of ``mix`` unfinished for ``seconds``; disrupt meanwhile.
+
+        Each step works about ``work`` seconds (a longer step is likelier to be
+        caught mid-flight).
 
         ``disrupt(chaos)`` runs every ``every`` seconds (give or take) in a thread of
         its own; after each one, dead workers are replaced. With ``until``, the run
@@ -158,7 +162,7 @@ class Chaos:
                 except cf.Unavailable:
                     room = 0  # the database is being disrupted: try again shortly
                 for _ in range(max(0, room)):
-                    self.enqueuer.enqueue(mix[n % len(mix)])
+                    self.enqueuer.enqueue(mix[n % len(mix)], work)
                     n += 1
                 if disrupt is None:
                     self.fleet.keep_up()

@@ -113,7 +113,8 @@ def test_killed_and_stalled_workers(
 
     try:
         chaos.start()
-        chaos.run(duration, disrupt, every=1.0, until=landed)
+        # Steps of 50 ms keep both threads of a worker busy: a stall catches them mid-step.
+        chaos.run(duration, disrupt, every=1.0, until=landed, work=0.05)
         verdict = check(chaos)
     finally:
         chaos.close()
