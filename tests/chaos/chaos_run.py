@@ -124,7 +124,7 @@ class Chaos:
         *,
         every: float = 1.0,
         until: Callable[[], bool] | None = None,
-        backlog: int = 24,
+        backlog: int = 48,
         work: float = 0.01,
         mix: tuple[str, ...] = ("chaos-diamond", "chaos-diamond", "chaos-chain"),
     ) -> None:

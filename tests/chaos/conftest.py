@@ -43,6 +43,7 @@ from chaos_engines import (
 
 from cairnflow_conformance import databases
 
+HERE = Path(__file__).parent
 _FIGURES = "chaos"
 
 
@@ -68,6 +69,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A scenario runs --duration seconds, up to four times that while what it breaks has not
+    # landed, then drains: its timeout grows with the duration.
+    timeout = pytest.mark.timeout(max(600.0, 300.0 + 6 * config.getoption("--duration")))
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(timeout)
     if config.getoption("--chaos-profile") == "full":
         return
     kept, left = [], []
@@ -158,6 +165,7 @@ _COLUMNS = (
     ("connection_kills", "conn kills"),
     ("restarts", "restarts"),
     ("faults", "faults"),
+    ("enqueues_unknown", "enq. unknown"),
     ("re_executions", "re-exec"),
     ("lost", "lost"),
     ("duplicated", "dup"),

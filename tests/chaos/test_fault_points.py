@@ -23,10 +23,6 @@ from chaos_run import Chaos, on
 import cairnflow as cf
 from cairnflow.testing import FAULT_POINTS, Fault, faults, wait_until
 
-pytestmark = pytest.mark.timeout(240)
-
-
-
 
 def in_process(engine: Engine, tmp_path: Path, scenario: str) -> Chaos:
     """A migrated, audited database; its client runs the steps in this process."""

@@ -14,9 +14,9 @@ engines taking turns; ``--chaos-profile full`` (``nox -s chaos``) on all three.
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,9 @@ from chaos_run import FULL, Chaos, on
 import cairnflow as cf
 from cairnflow.testing import FAULT_POINTS, faults, wait_until
 
-pytestmark = [
-    pytest.mark.skipif(os.name != "posix", reason="worker processes are killed with signals"),
-    pytest.mark.timeout(900),
-]
+pytestmark = pytest.mark.skipif(
+    os.name != "posix", reason="worker processes are killed with signals"
+)
 
 
 
@@ -94,19 +93,20 @@ def test_killed_and_stalled_workers(
     lease = 3.0
     chaos = Chaos(engine, tmp_path, "SIGKILL and SIGSTOP", size=3, lease=lease)
     pick = random.Random()
-    turns = itertools.count()
+    stalls: list[threading.Thread] = []
 
     def disrupt(chaos: Chaos) -> None:
-        alive = chaos.fleet.alive()
-        if not alive:
-            return
-        victim = pick.choice(alive)
-        if next(turns) % 2 == 0:
-            chaos.fleet.kill(victim)
-        else:
+        running = [worker for worker in chaos.fleet.alive() if not worker.paused]
+        if len(running) > 1 and not any(thread.is_alive() for thread in stalls):
             # Longer than the lease: its attempts are taken over, and when it resumes its
-            # late outcomes must be fenced out.
-            chaos.fleet.stall(victim, lease * 1.5)
+            # late outcomes must be fenced out. In a thread: kills go on meanwhile.
+            victim = pick.choice(running)
+            running.remove(victim)
+            stall = threading.Thread(target=chaos.fleet.stall, args=(victim, lease * 1.5))
+            stall.start()
+            stalls.append(stall)
+        if running:
+            chaos.fleet.kill(pick.choice(running))
 
     def landed() -> bool:
         return chaos.fleet.landed.kills > 0 and chaos.fleet.landed.stalls > 0
@@ -114,7 +114,9 @@ def test_killed_and_stalled_workers(
     try:
         chaos.start()
         # Steps of 50 ms keep both threads of a worker busy: a stall catches them mid-step.
-        chaos.run(duration, disrupt, every=1.0, until=landed, work=0.05)
+        chaos.run(duration, disrupt, every=2.0, until=landed, work=0.05)
+        for stall in stalls:
+            stall.join()
         verdict = check(chaos)
     finally:
         chaos.close()
