@@ -243,6 +243,7 @@ class PostgresEngine(Engine):
             ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
             check=True,
             timeout=120,
+            **_DETACHED,
         )
         host, port = self.server.host or "127.0.0.1", str(self.server.port or 5432)
         _wait_for("Postgres answering", ["pg_isready", "-h", host, "-p", port, "-q"])
@@ -359,6 +360,7 @@ class MariaDBEngine(Engine):
             ["start-stop-daemon", "--start", "--oknodo", "--background", "--exec", _MARIADBD],
             check=True,
             timeout=60,
+            **_DETACHED,
         )
         _wait_for("MariaDB answering", self._admin_command("ping"))
 
@@ -369,3 +371,10 @@ class MariaDBEngine(Engine):
 
 
 _MARIADBD = "/usr/sbin/mariadbd"
+
+_DETACHED: dict[str, Any] = {
+    "stdin": subprocess.DEVNULL,
+    "stdout": subprocess.DEVNULL,
+    "stderr": subprocess.DEVNULL,
+}
+"""A server started from a test must not hold the test's pipes open (nor wait on them)."""
