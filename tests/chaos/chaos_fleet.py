@@ -266,9 +266,7 @@ class Fleet:
 
     def logs(self, tail: int = 4000) -> str:
         """The end of every worker's log, for a failure message."""
-        return "\n".join(
-            f"--- {w.node} ({w.returncode}) ---\n{w.log()[-tail:]}" for w in self._all
-        )
+        return "\n".join(f"--- {w.node} ({w.returncode}) ---\n{w.log()[-tail:]}" for w in self._all)
 
     def log_count(self, text: str) -> int:
         """How many times ``text`` appears in the logs of every worker started."""

@@ -147,28 +147,42 @@ class History:
         elif kind == "start":
             self.starts.append(
                 Started(
-                    event["run"], event["step"], event["attempt"], event["node"], event["pid"],
+                    event["run"],
+                    event["step"],
+                    event["attempt"],
+                    event["node"],
+                    event["pid"],
                     event["at"],
                 )
             )
         elif kind == "fail":
             self.failures.append(
                 Started(
-                    event["run"], event["step"], event["attempt"], event["node"], event["pid"],
+                    event["run"],
+                    event["step"],
+                    event["attempt"],
+                    event["node"],
+                    event["pid"],
                     event["at"],
                 )
             )
         elif kind == "done":
             self.completions.append(
                 Completed(
-                    event["run"], event["step"], event["attempt"], event["node"], event["pid"],
-                    event["nonce"], event["at"],
+                    event["run"],
+                    event["step"],
+                    event["attempt"],
+                    event["node"],
+                    event["pid"],
+                    event["nonce"],
+                    event["at"],
                 )
             )
         elif kind == "fault":
             self.faults.append(
-                FaultFired(event["point"], event["action"], event["node"], event["pid"],
-                           event["at"])
+                FaultFired(
+                    event["point"], event["action"], event["node"], event["pid"], event["at"]
+                )
             )
         else:
             raise ValueError(f"unknown history event {event!r}")
@@ -312,8 +326,10 @@ def check(
         - len(history.failures),
         "commits": len(stored.commits),
         "faults": len(history.faults),
-        **{f"faults {action}": n for action, n in Counter(
-            fault.action for fault in history.faults).items()},
+        **{
+            f"faults {action}": n
+            for action, n in Counter(fault.action for fault in history.faults).items()
+        },
         **{kind.value: 0 for kind in Kind},
         **Counter(v.kind.value for v in violations),
     }
@@ -357,7 +373,9 @@ def _outcomes(
             attempts = [c.attempt for c in made]
             found.append(
                 Violation(
-                    Kind.DUPLICATE_OUTCOME, run_id, step,
+                    Kind.DUPLICATE_OUTCOME,
+                    run_id,
+                    step,
                     f"success committed {len(made)} times (attempts {attempts})",
                 )
             )
@@ -368,14 +386,18 @@ def _outcomes(
             if done is None or (done.run_id, done.step) != (run_id, step):
                 found.append(
                     Violation(
-                        Kind.PHANTOM_OUTCOME, run_id, step,
+                        Kind.PHANTOM_OUTCOME,
+                        run_id,
+                        step,
                         f"committed output {commit.nonce!r} is from no completed body of it",
                     )
                 )
             elif done.attempt != commit.attempt:
                 found.append(
                     Violation(
-                        Kind.PHANTOM_OUTCOME, run_id, step,
+                        Kind.PHANTOM_OUTCOME,
+                        run_id,
+                        step,
                         f"attempt {commit.attempt} committed the output of attempt "
                         f"{done.attempt} (a stale lease wrote it)",
                     )
@@ -402,9 +424,7 @@ def _leases(
         kind = Kind.LEASE_RAN_TWICE
         if stored is not None and len(stored.parents) > 1:
             kind = Kind.FAN_IN_TWICE
-        found.append(
-            Violation(kind, run_id, step, f"attempt(s) {sorted(attempts)} started twice")
-        )
+        found.append(Violation(kind, run_id, step, f"attempt(s) {sorted(attempts)} started twice"))
     return found
 
 
@@ -421,7 +441,9 @@ def _fan_ins(
         if made > 1:
             found.append(
                 Violation(
-                    Kind.FAN_IN_TWICE, step.run_id, step.step,
+                    Kind.FAN_IN_TWICE,
+                    step.run_id,
+                    step.step,
                     f"ran to a committed success {made} times",
                 )
             )
@@ -432,7 +454,9 @@ def _fan_ins(
         if parents_done and made == 0 and not ended_badly:
             found.append(
                 Violation(
-                    Kind.FAN_IN_NEVER, step.run_id, step.step,
+                    Kind.FAN_IN_NEVER,
+                    step.run_id,
+                    step.step,
                     f"parents {list(step.parents)} all succeeded; it never did "
                     f"(status {step.status})",
                 )

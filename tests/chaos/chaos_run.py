@@ -49,6 +49,7 @@ def on(short: str, among: tuple[str, ...] = ENGINES) -> pytest.MarkDecorator:
         indirect=True,
     )
 
+
 Disruption = Callable[["Chaos"], None]
 
 
@@ -83,9 +84,7 @@ class Figures:
 class Chaos:
     """One chaos run on ``engine``'s database (see the module docstring)."""
 
-    def __init__(
-        self, engine: Engine, directory: Path, scenario: str, **fleet: Any
-    ) -> None:
+    def __init__(self, engine: Engine, directory: Path, scenario: str, **fleet: Any) -> None:
         self.engine = engine
         self.directory = directory
         self.history_dir = directory / "history"
@@ -98,9 +97,7 @@ class Chaos:
         self.client = cf.Client(store, node_id="test-enqueuer")
         self.client.register(*workflows())
         self.enqueuer = Enqueuer(self.client, self.recorder)
-        self.fleet = Fleet(
-            engine.url, directory, options=dict(engine.store_options), **fleet
-        )
+        self.fleet = Fleet(engine.url, directory, options=dict(engine.store_options), **fleet)
         self.random = random.Random()
         self.errors: list[BaseException] = []
         self.kept = h.Stored()
@@ -218,7 +215,8 @@ class Chaos:
         figures.enqueues_unknown = counts["enqueues unknown"]
         figures.lost = counts[h.Kind.LOST.value]
         figures.duplicated = (
-            counts[h.Kind.DUPLICATE_OUTCOME.value] + counts[h.Kind.FAN_IN_TWICE.value]
+            counts[h.Kind.DUPLICATE_OUTCOME.value]
+            + counts[h.Kind.FAN_IN_TWICE.value]
             + counts[h.Kind.LEASE_RAN_TWICE.value]
         )
         figures.stuck = counts[h.Kind.STUCK.value]
@@ -247,7 +245,11 @@ class Chaos:
                     nonce = nonce_of(step.output) if step.kind.value == "task" else None
                     stored.steps.append(
                         h.StoredStep(
-                            run.id, step.name, step.status.value, step.attempt, step.parents,
+                            run.id,
+                            step.name,
+                            step.status.value,
+                            step.attempt,
+                            step.parents,
                             nonce,
                         )
                     )

@@ -186,9 +186,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for engine in sorted({row["engine"] for row in rows}):
         mine = [row for row in rows if row["engine"] == engine]
         write(f"{engine}:")
-        widths = [
-            max(len(title), *(len(str(row[key])) for row in mine)) for key, title in _COLUMNS
-        ]
+        widths = [max(len(title), *(len(str(row[key])) for row in mine)) for key, title in _COLUMNS]
         write("  " + "  ".join(t.ljust(w) for (_, t), w in zip(_COLUMNS, widths, strict=True)))
         for row in mine:
             cells = [str(row[key]).ljust(w) for (key, _), w in zip(_COLUMNS, widths, strict=True)]

@@ -146,8 +146,11 @@ def test_a_resent_outcome_whose_first_write_landed_is_written_once(
             started = time.monotonic()
             info = client.wait(ref, timeout=20)
             waited = time.monotonic() - started
-            wait_until(lambda: "earlier write landed" in caplog.text, timeout=10,
-                       what="the committer's account of the re-sent outcome")
+            wait_until(
+                lambda: "earlier write landed" in caplog.text,
+                timeout=10,
+                what="the committer's account of the re-sent outcome",
+            )
             assert armed.fired() == 1
             assert where[0].startswith("cairnflow-committer"), where
         client.stop(timeout=10)

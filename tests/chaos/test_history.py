@@ -178,10 +178,24 @@ def test_logs_are_read_back_and_a_line_cut_by_a_kill_is_skipped(tmp_path: Path) 
     events = [
         {"ev": "enqueue", "key": "k", "workflow": "diamond", "run": "r1", "at": 1},
         {"ev": "start", "run": "r1", "step": "a", "attempt": 1, "node": "w", "pid": 9, "at": 2},
-        {"ev": "done", "run": "r1", "step": "a", "attempt": 1, "node": "w", "pid": 9,
-         "nonce": "n", "at": 3},
-        {"ev": "fault", "point": "outcome.before_commit", "action": "kill", "node": "w",
-         "pid": 9, "at": 4},
+        {
+            "ev": "done",
+            "run": "r1",
+            "step": "a",
+            "attempt": 1,
+            "node": "w",
+            "pid": 9,
+            "nonce": "n",
+            "at": 3,
+        },
+        {
+            "ev": "fault",
+            "point": "outcome.before_commit",
+            "action": "kill",
+            "node": "w",
+            "pid": 9,
+            "at": 4,
+        },
     ]
     text = "".join(json.dumps(e) + "\n" for e in events)
     (tmp_path / "w-9.jsonl").write_text(text + '{"ev": "start", "run": "r1", "st')

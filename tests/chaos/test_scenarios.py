@@ -35,7 +35,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-
 def check(chaos: Chaos, expected: dict[str, h.Expected] | None = None) -> h.Verdict:
     """Drain, stop the fleet, and return the verdict (asserted clean by the caller)."""
     chaos.drain()
@@ -65,8 +64,7 @@ def test_faults_at_every_point_in_worker_processes(
 
         def landed() -> bool:
             fired = {(f.point, f.action) for f in chaos.history().faults}
-            wanted = {(point, "kill") for point in ("claim.before_commit",
-                                                    "outcome.before_commit")}
+            wanted = {(point, "kill") for point in ("claim.before_commit", "outcome.before_commit")}
             wanted |= {("sql.after_commit", "raise")}
             return wanted <= fired and chaos.fleet.landed.self_kills > 0
 

@@ -35,43 +35,6 @@ __all__ = [
     "wait_until",
 ]
 
-FAULT_POINTS: Mapping[str, str] = _faults.POINTS
-"""Every named fault point, and where it sits in the engine."""
-
-FAULTS_ENV = _faults.ENV
-"""``CAIRNFLOW_FAULTS``: the faults a process arms when it imports cairnflow, e.g.
-``"outcome.before_commit=kill@0.02,sql.after_commit=raise@0.05,claim.before_commit=stall:2#1"``
-(``point=action[:seconds][@probability][#times]``; actions ``kill``, ``raise``, ``stall``)."""
-
-
-class Faults:
-    """The faults :func:`faults` armed: how often each point fired so far."""
-
-    def __init__(self, armed: list[Fault]) -> None:
-        self.armed = armed
-
-    def fired(self, point: str | None = None) -> int:
-        """How many times ``point`` fired (every point's total when None)."""
-        counts = _faults.fired()
-        return sum(counts.values()) if point is None else counts.get(point, 0)
-
-
-@contextmanager
-def faults(spec: str, *, observe: Callable[[Fault], None] | None = None) -> Iterator[Faults]:
-    """Arm the faults ``spec`` (the :data:`FAULTS_ENV` format) in this process for the block.
-
-    ``kill`` would end the test process itself: use it in subprocesses only.
-    ``observe`` is called with each fault that fires, before it acts. Whatever
-    was armed before (from the environment) is armed again after the block.
-    """
-    armed = _faults.parse(spec)
-    before = _faults.plan
-    _faults.arm(armed, [observe] if observe is not None else [])
-    try:
-        yield Faults(armed)
-    finally:
-        _faults.plan = before
-
 DEFAULT_BLOCKED = frozenset(
     method for facet in FACETS for method in facet.methods
 ) - {"describe", "default_notifier", "migrate", "check_schema", "close"}
@@ -127,3 +90,42 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(0.01)
+
+
+# -- fault points ------------------------------------------------------------------------------
+FAULT_POINTS: Mapping[str, str] = _faults.POINTS
+"""Every named fault point, and where it sits in the engine."""
+
+FAULTS_ENV = _faults.ENV
+"""``CAIRNFLOW_FAULTS``: the faults a process arms when it imports cairnflow, e.g.
+``"outcome.before_commit=kill@0.02,sql.after_commit=raise@0.05,claim.before_commit=stall:2#1"``
+(``point=action[:seconds][@probability][#times]``; actions ``kill``, ``raise``, ``stall``)."""
+
+
+class Faults:
+    """The faults :func:`faults` armed: how often each point fired so far."""
+
+    def __init__(self, armed: list[Fault]) -> None:
+        self.armed = armed
+
+    def fired(self, point: str | None = None) -> int:
+        """How many times ``point`` fired (every point's total when None)."""
+        counts = _faults.fired()
+        return sum(counts.values()) if point is None else counts.get(point, 0)
+
+
+@contextmanager
+def faults(spec: str, *, observe: Callable[[Fault], None] | None = None) -> Iterator[Faults]:
+    """Arm the faults ``spec`` (the :data:`FAULTS_ENV` format) in this process for the block.
+
+    ``kill`` would end the test process itself: use it in subprocesses only.
+    ``observe`` is called with each fault that fires, before it acts. Whatever
+    was armed before (from the environment) is armed again after the block.
+    """
+    armed = _faults.parse(spec)
+    before = _faults.plan
+    _faults.arm(armed, [observe] if observe is not None else [])
+    try:
+        yield Faults(armed)
+    finally:
+        _faults.plan = before

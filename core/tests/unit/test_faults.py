@@ -141,7 +141,11 @@ def test_the_environment_arms_a_fresh_process_and_kill_kills_it() -> None:
     )
     env = {**os.environ, FAULTS_ENV: "outcome.before_commit=kill"}
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
     )
     assert done.stdout.split() == ["True"], done.stderr
