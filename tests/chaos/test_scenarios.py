@@ -170,10 +170,14 @@ def test_a_poison_step_is_abandoned_and_the_rest_flows(
     report_figures(chaos.figures)
     history = h.read_history(chaos.history_dir)
     starts = [s for s in history.starts if s.run_id == poison]
-    # It killed every worker it landed on, max_reclaims + 1 of them; then it was abandoned.
-    assert len(starts) == reclaims + 1, starts
-    assert len({s.pid for s in starts}) == reclaims + 1
-    assert chaos.fleet.landed.self_kills == reclaims + 1, chaos.fleet.landed
+    # The store took it back max_reclaims times, then abandoned it (the verdict checked the
+    # run ended Abandoned). Each claim starts it once at most, and every start killed its
+    # worker: max_reclaims + 1 of them, unless a worker too stalled to renew lost a claim
+    # before it began (the one shortfall a busy machine may cause).
+    poisoned = next(s for s in chaos.kept.steps if s.run_id == poison)
+    assert poisoned.attempt == reclaims + 1, poisoned
+    assert 1 <= len(starts) <= reclaims + 1, starts
+    assert chaos.fleet.landed.self_kills == len({s.pid for s in starts}), chaos.fleet.landed
     assert verdict.violations == [], clean(verdict, chaos)
     others = [r for r in chaos.kept.runs if r.run_id != poison]
     assert others and all(r.state == "succeeded" for r in others)
