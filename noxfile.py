@@ -31,6 +31,7 @@ CONFORMANCE = "./conformance"
 EXAMPLE_DRIVER = "./examples/third-party-driver"
 PG8000_DRIVER = "./examples/pg8000-driver"
 KIT_MUTANTS = f"{CONFORMANCE}/mutants/kit_mutants.py"
+CHAOS = "tests/chaos"
 TYPED = [
     "core/src",
     f"{CONFORMANCE}/src",
@@ -181,6 +182,9 @@ def _tests(session: nox.Session) -> None:
         _kit(session, f"{mysql_kit}::TestMySQL", "mysql", *session.posargs)
     else:
         session.log("MySQL 8: no server configured (CAIRNFLOW_TEST_MYSQL_URL); not run here")
+    # The chaos tests' short profile: each scenario once, on one engine each, a few
+    # seconds of faults (`nox -s chaos` runs them all at length); never a server restart.
+    session.run(*pytest, "-n", "2", CHAOS, env={"CAIRNFLOW_CHAOS_RESTARTS": "0"})
     # The kit's self-tests and the whole kit on memory://; the example driver is
     # installed too, so the self-tests see every capability some store implements.
     session.install("-e", EXAMPLE_DRIVER)
@@ -345,3 +349,42 @@ def kit_mutants(session: nox.Session) -> None:
         *TEST_DEPS,
     )
     session.run("python", KIT_MUTANTS, "run", str(scratch), *session.posargs)
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """The chaos tests at length: faults, kills, stalls, lost connections, poison, restarts.
+
+    Every scenario on every engine, ``--duration`` seconds of faults each (default
+    30; ``-- --duration 60``), then the history of every run checked against the
+    store: nothing lost, no outcome written twice, nothing stuck. The servers of
+    ``CAIRNFLOW_TEST_POSTGRES_URL`` and ``CAIRNFLOW_TEST_MARIADB_URL`` are restarted
+    under load when they are this machine's (``CAIRNFLOW_CHAOS_RESTARTS=0`` turns
+    that off); those scenarios run last, alone. Writes ``chaos-report.json`` and
+    ``chaos-report-restarts.json``; ``docs/reliability.md`` quotes them. Not part of
+    ``tests``, which runs a short profile of the same tests.
+    """
+    _install_all(session)
+    args = list(session.posargs)
+    if not any(arg.split("=", 1)[0] == "--duration" for arg in args):
+        args += ["--duration", "30"]
+    restarts = os.environ.get("CAIRNFLOW_CHAOS_RESTARTS", "1")
+    pytest = ["pytest", "-p", "no:cacheprovider", CHAOS, "--chaos-profile=full", *args]
+    session.run(
+        *pytest,
+        "-n",
+        "2",
+        "-m",
+        "not chaos_restarts",
+        "--chaos-report=chaos-report.json",
+        env={"CAIRNFLOW_CHAOS_RESTARTS": restarts},
+    )
+    # Alone: a restart cuts every connection to the server, the other scenarios' too.
+    session.run(
+        *pytest,
+        "-m",
+        "chaos_restarts",
+        "--chaos-report=chaos-report-restarts.json",
+        env={"CAIRNFLOW_CHAOS_RESTARTS": restarts},
+        success_codes=[0, 5],  # 5: a -k of the posargs left no restart scenario
+    )

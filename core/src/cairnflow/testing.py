@@ -11,6 +11,12 @@ what the store recorded: a driver's proof that every ``enqueue()`` makes
 exactly one run through connection loss. The kill is the driver's: the server
 ends the sessions its test finds its own, or :class:`CuttableProxy` cuts the
 network between the store and the server.
+
+:func:`faults` arms the engine's named fault points (:data:`FAULT_POINTS`) in
+this process: a crash, an error or a stall at the worst places, for chaos
+tests. Worker subprocesses are armed through the :data:`FAULTS_ENV`
+environment variable instead. The points are the engine's internals: they
+move with its code, and nothing outside tests should rely on them.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import _faults
+from ._faults import Fault, FaultInjected
 from ._models import Job, RunInfo, RunRef
 from .store import FACETS
 
@@ -31,10 +40,16 @@ if TYPE_CHECKING:
     from ._engine._client import Client
 
 __all__ = [
+    "FAULTS_ENV",
+    "FAULT_POINTS",
     "CuttableProxy",
     "EnqueueStorm",
+    "Fault",
+    "FaultInjected",
+    "Faults",
     "Partition",
     "enqueue_through_kills",
+    "faults",
     "runs_by_marker",
     "wait_until",
 ]
@@ -297,3 +312,42 @@ def _drop(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
     sock.close()
+
+
+# -- fault points ------------------------------------------------------------------------------
+FAULT_POINTS: Mapping[str, str] = _faults.POINTS
+"""Every named fault point, and where it sits in the engine."""
+
+FAULTS_ENV = _faults.ENV
+"""``CAIRNFLOW_FAULTS``: the faults a process arms when it imports cairnflow, e.g.
+``"outcome.before_commit=kill@0.02,sql.after_commit=raise@0.05,claim.before_commit=stall:2#1"``
+(``point=action[:seconds][@probability][#times]``; actions ``kill``, ``raise``, ``stall``)."""
+
+
+class Faults:
+    """The faults :func:`faults` armed: how often each point fired so far."""
+
+    def __init__(self, armed: list[Fault]) -> None:
+        self.armed = armed
+
+    def fired(self, point: str | None = None) -> int:
+        """How many times ``point`` fired (every point's total when None)."""
+        counts = _faults.fired()
+        return sum(counts.values()) if point is None else counts.get(point, 0)
+
+
+@contextmanager
+def faults(spec: str, *, observe: Callable[[Fault], None] | None = None) -> Iterator[Faults]:
+    """Arm the faults ``spec`` (the :data:`FAULTS_ENV` format) in this process for the block.
+
+    ``kill`` would end the test process itself: use it in subprocesses only.
+    ``observe`` is called with each fault that fires, before it acts. Whatever
+    was armed before (from the environment) is armed again after the block.
+    """
+    armed = _faults.parse(spec)
+    before = _faults.plan
+    _faults.arm(armed, [observe] if observe is not None else [])
+    try:
+        yield Faults(armed)
+    finally:
+        _faults.plan = before

@@ -46,6 +46,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from .. import _faults
 from .._errors import OutcomeRefused, Permanent, Unavailable, ValueRefused
 from ..store import (
     AttemptState,
@@ -79,6 +80,7 @@ class _Pending:
         "eager",
         "failing_since",
         "holder",
+        "maybe_written",
         "not_before",
         "outcome",
         "pause",
@@ -104,6 +106,8 @@ class _Pending:
         """When the store first failed to write it (the outage bound counts from here)."""
         self.refused = False
         """True once the outcome was replaced by the failure of its attempt."""
+        self.maybe_written = False
+        """True once a write of it met an outage: its COMMIT may have gone through."""
 
 
 class GroupCommit:
@@ -264,6 +268,8 @@ class GroupCommit:
         refilled = False
         started = monotonic()
         try:
+            if _faults.plan is not None:
+                _faults.fire(_faults.OUTCOME_BEFORE_COMMIT)
             tokens = [p.claimed.token for p in batch]
             request = state.plan_claim(tokens, eager=any(p.eager for p in batch))
             claim_started = monotonic()
@@ -278,6 +284,9 @@ class GroupCommit:
                 state.free_slots(tokens)
             results = list(written)
         except BaseException as error:  # noqa: BLE001 - each outcome is tried on its own
+            if isinstance(error, Unavailable):
+                for pending in batch:
+                    pending.maybe_written = True
             # Something in the batch failed it: write each alone, so one bad outcome
             # cannot keep the others from being written.
             results = [error] if len(batch) == 1 else [self._finish_alone(p) for p in batch]
@@ -296,6 +305,8 @@ class GroupCommit:
         try:
             return state.store.finish(pending.claimed.token, pending.outcome, state.now())
         except BaseException as error:  # noqa: BLE001 - reported for this outcome alone
+            if isinstance(error, Unavailable):
+                pending.maybe_written = True
             return error
 
     def _react(
@@ -309,6 +320,7 @@ class GroupCommit:
         state = self._state
         ready = 0
         finished = False
+        landed = False  # a re-sent outcome was fenced out, maybe by its own earlier write
         retry: list[_Pending] = []
         written = [
             p.holder
@@ -336,11 +348,19 @@ class GroupCommit:
                 continue
             if not result.applied:
                 claimed = pending.claimed
+                why = "cancelled" if result.state is AttemptState.CANCELLED else "taken over"
+                if pending.maybe_written and result.state is AttemptState.LOST:
+                    # An earlier send of this outcome met an outage. If its COMMIT went
+                    # through and only the reply was lost, that write ended the lease (so
+                    # this one was fenced out: nothing is written twice) and may have made
+                    # steps ready or ended the run: react as if it had.
+                    why = "taken over, or its earlier write landed (its reply was lost)"
+                    landed = True
                 state.log.info(
                     "outcome of step %r of run %s not written: the attempt was %s",
                     claimed.step,
                     claimed.run_id,
-                    "cancelled" if result.state is AttemptState.CANCELLED else "taken over",
+                    why,
                 )
                 continue
             due = due_time(pending.outcome)
@@ -348,9 +368,9 @@ class GroupCommit:
                 state.add_timer(due)
             ready += result.ready
             finished = finished or result.run_status is not None
-        if ready:
-            state.work_made_ready(others=ready > state.idle())
-        if finished:
+        if ready or landed:
+            state.work_made_ready(others=landed or ready > state.idle())
+        if finished or landed:
             state.run_finished()
         if retry:
             self._requeue(retry)

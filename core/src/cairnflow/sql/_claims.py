@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .. import ids
+from .. import _faults, ids
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim
 from ._dialect import ClaimedRow, Cursor
 from ._parts import Part, chunks, token
@@ -68,8 +68,12 @@ class Claims(Part):
         for ask in asks[:-1]:
             rows.extend(send_queue(ask, request.limit - len(rows))())
             if len(rows) >= request.limit:
+                if _faults.plan is not None:
+                    _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
                 return lambda: self._claimed(cur, secret, rows)
         fetch = send_queue(asks[-1], request.limit - len(rows))
+        if _faults.plan is not None:
+            _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
         return lambda: self._claimed(cur, secret, [*rows, *fetch()])
 
     def _claimed(

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from .. import _faults
 from .._errors import CairnError, Unavailable, ValueRefused
 from ._dialect import Connections, Cursor, Dialect
 from ._errors import ErrorClassifier
@@ -233,6 +234,8 @@ class Transactions:
                         # Reads after an early COMMIT (immutable rows: a claim's inputs)
                         # may have opened a transaction of their own: end it.
                         conn.commit()
+                    if write and _faults.plan is not None:
+                        _faults.fire(_faults.SQL_AFTER_COMMIT)  # raise: COMMIT's reply lost
                     return result
                 except (CairnError, Rollback):
                     rollback_quietly(conn)
