@@ -20,8 +20,10 @@ Lease tokens are not ids: they are always 128 random bits.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -41,6 +43,47 @@ _ID = re.compile(r"[\x21-\x7e]{1,64}")
 _SEQUENCE = itertools.count(secrets.randbits(16))
 """Orders ids made in the same millisecond (``next`` on a count is atomic under the GIL)."""
 
+_RANDOM_IDS = 256
+"""Ids' worth of random bits drawn from the OS at once: one ``getrandom`` call per 256
+ids instead of one per id. Measured with ``timeit`` in one process (2026-12-01, #20): an
+id took 2.8 us with a ``secrets.randbits`` call each, 1.5 us cut from this buffer."""
+
+
+class _RandomHex:
+    """64 random bits as 16 hex digits, cut from a buffer of ``os.urandom`` refilled as used.
+
+    The buffer is this process's only: a forked child drops what it inherited
+    (:func:`os.register_at_fork`), so parent and child never hand out the same bits.
+    """
+
+    __slots__ = ("_at", "_hex", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hex = ""
+        self._at = 0
+
+    def take(self) -> tuple[int, str]:
+        """The next value of the counter and 16 random hex digits, taken together."""
+        with self._lock:
+            at = self._at
+            if at >= len(self._hex):
+                self._hex = os.urandom(8 * _RANDOM_IDS).hex()
+                at = 0
+            self._at = at + 16
+            return next(_SEQUENCE) & 0xFFFF, self._hex[at : at + 16]
+
+    def forget(self) -> None:
+        """Drop the buffered bits (in a forked child: they are the parent's too)."""
+        self._lock = threading.Lock()
+        self._hex = ""
+        self._at = 0
+
+
+_RANDOM = _RandomHex()
+if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
+    os.register_at_fork(after_in_child=_RANDOM.forget)
+
 
 def default_id_generator(kind: IdKind) -> str:
     """Return ``kind``, an underscore and 32 hex characters that sort by creation time.
@@ -49,7 +92,8 @@ def default_id_generator(kind: IdKind) -> str:
     random bits (16); see the module docstring.
     """
     millis = time.time_ns() // 1_000_000
-    return f"{kind}_{millis:012x}{next(_SEQUENCE) & 0xFFFF:04x}{secrets.randbits(64):016x}"
+    sequence, random_bits = _RANDOM.take()
+    return f"{kind}_{millis:012x}{sequence:04x}{random_bits}"
 
 
 def new_id(generator: IdGenerator, kind: IdKind) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import json
 import re
 import threading
@@ -174,6 +175,27 @@ def test_default_ids_sort_in_the_order_they_were_made() -> None:
     assert abs(millis - time.time_ns() // 1_000_000) < 60_000, "the first 48 bits are Unix ms"
     # Another process's ids differ in their random bits even in the same millisecond.
     assert len({made_id[20:] for made_id in made}) == len(made)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_draws_random_bits_of_its_own() -> None:
+    # The default generator buffers random bits (cairnflow.ids._RANDOM_IDS at a time): a
+    # child forked with bits left in the buffer must not hand out the parent's next ones.
+    ids.default_id_generator("run")  # the buffer now holds bits for the ids to come
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        try:
+            os.write(write, " ".join(ids.default_id_generator("run") for _ in range(4)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    child = os.read(read, 4096).decode().split()
+    os.close(read)
+    assert status == 0 and len(child) == 4
+    parent = [ids.default_id_generator("run") for _ in range(4)]
+    assert not {made[20:] for made in child} & {made[20:] for made in parent}
 
 
 def test_keys_and_labels_are_checked() -> None:
