@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import os
 import json
+import os
 import re
 import threading
 import time
