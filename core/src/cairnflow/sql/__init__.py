@@ -23,6 +23,7 @@ message).
 
 from .._checks import check_int, check_seconds
 from ._dialect import (
+    BatchInsert,
     ClaimedRow,
     ClaimPlan,
     Connections,
@@ -44,6 +45,7 @@ __all__ = [
     "SCHEMA_PATTERN",
     "SQL_CAPABILITIES",
     "TABLES",
+    "BatchInsert",
     "ClaimPlan",
     "ClaimedRow",
     "ClaimedRun",

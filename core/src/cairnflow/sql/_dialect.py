@@ -25,6 +25,7 @@ from ._errors import ErrorClass, default_classifier
 from ._tables import Tables
 
 __all__ = [
+    "BatchInsert",
     "ClaimPlan",
     "ClaimedRow",
     "Connections",
@@ -32,6 +33,7 @@ __all__ = [
     "Dialect",
     "Statement",
     "StatementLimit",
+    "values_rows",
 ]
 
 log = logging.getLogger("cairnflow.sql")
@@ -66,6 +68,39 @@ class ClaimPlan:
     """``SELECT <claimed columns> FROM steps WHERE id IN (ids)``."""
     claimed_rows_runs: Callable[[Sequence[str]], Statement]
     """The same joined to the runs, with the runs' columns (what a claim returns)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInsert:
+    """An ``INSERT`` of many rows into one table, for :meth:`Dialect.batch_insert` to send.
+
+    A row gives a value for each of ``columns``, in order; ``constants`` are set
+    to the same SQL literal in every row. ``single`` inserts one row (portable SQL,
+    the columns then the constants in the order of its own column list): what the
+    portable default sends through ``executemany``.
+    """
+
+    table: str
+    """The table as it is written in SQL: qualified and quoted."""
+    columns: tuple[str, ...]
+    """The columns the rows give values for (plain identifiers, never quoted)."""
+    types: tuple[Literal["text", "int", "bytes"], ...]
+    """What each column holds: ``text``, ``int`` (64-bit) or ``bytes``; any may be NULL."""
+    constants: tuple[tuple[str, str], ...]
+    """``(column, SQL literal)``: what every row sets without a value of its own."""
+    single: str
+    """The one-row ``INSERT ... VALUES (?, ...)`` of the same rows."""
+
+
+def values_rows(insert: BatchInsert, count: int) -> str:
+    """``INSERT INTO table (columns) VALUES (?, ...), (?, ...)`` for ``count`` rows (portable).
+
+    A dialect whose driver sends one statement per row of ``executemany`` can send
+    this instead, with the rows' values flattened in order (MySQL).
+    """
+    names = ", ".join([*insert.columns, *(column for column, _ in insert.constants)])
+    row = "(" + ", ".join(["?"] * len(insert.columns) + [v for _, v in insert.constants]) + ")"
+    return f"INSERT INTO {insert.table} ({names}) VALUES " + ", ".join([row] * count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +166,12 @@ class Dialect:
     pipelines = False
     """True when :meth:`pipeline` sends statements without waiting for each one's result."""
 
+    batch_inserts = False
+    """True: rows of one table inserted together (a batch enqueue's runs, then its steps)
+    go out as the statements :meth:`batch_insert` makes, split under the
+    :attr:`statement_limit`. False, the portable default: the one-row statement through
+    ``executemany``, which an embedded engine runs without a round trip per row (SQLite)."""
+
     statement_limit: StatementLimit | None = None
     """The largest statement the server takes, as the dialect learned it (MySQL: when its
     store connected). None, the portable default: no limit the SQL layer checks; the
@@ -154,6 +195,19 @@ class Dialect:
             else:
                 size += len(str(value))
         return size
+
+    def batch_insert(self, insert: BatchInsert, rows: Sequence[Sequence[Any]]) -> Statement:
+        """One statement inserting every row of ``rows``, in this dialect's paramstyle.
+
+        Asked only where :attr:`batch_inserts` is true, for rows that fit the
+        statement limit together (counted before: every character of every value
+        at the limit's :attr:`~StatementLimit.expansion`, the statement's text at
+        most 4,096 characters plus 3 a column and the constants per row). The
+        default is one multi-row ``VALUES`` (:func:`values_rows`), the values
+        flattened in row order.
+        """
+        sql = self.sql(values_rows(insert, len(rows)))
+        return sql, tuple(value for row in rows for value in row)
 
     @contextlib.contextmanager
     def pipeline(self, cursor: Cursor) -> Iterator[Callable[[], Cursor]]:

@@ -15,17 +15,25 @@ too large: when its text and values, each byte counted at the most it can take
 (:attr:`~cairnflow.sql.StatementLimit.expansion`), would not fit. Ordinary
 statements pass on a sum of lengths. A value that is larger than the limit by
 itself is refused without measuring (every byte of it takes at least a byte).
+
+A batch insert (:meth:`~cairnflow.sql.Dialect.batch_insert`: a multi-row
+``VALUES``, or arrays of values) carries many rows in one statement: its rows
+are split into groups that pass by that same count, every byte of every value
+at the expansion (:func:`fitting_rows`), so a group's statement needs no
+measuring. A row that fits no group is checked alone, as its one-row
+statement, before anything is sent: refused here as it always was.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 from .._errors import PayloadTooLarge
-from ._dialect import Cursor, Dialect
+from ._dialect import BatchInsert, Cursor, Dialect
 
-__all__ = ["check_statement"]
+__all__ = ["check_statement", "fitting_rows"]
 
 _QUOTING = 32
 """The most any one value adds as sent beyond its bytes times the expansion: quotes, a
@@ -62,3 +70,46 @@ def check_statement(dialect: Dialect, cursor: Cursor, sql: str, params: Sequence
             f"a statement carrying a value of {largest} bytes",
             limit_name=limit.setting,
         )
+
+
+def fitting_rows(
+    dialect: Dialect, insert: BatchInsert, rows: Sequence[Sequence[Any]], *, text_per_row: int
+) -> Iterator[tuple[Sequence[Sequence[Any]], bool]]:
+    """``rows`` in consecutive groups, each with whether its statement surely fits the limit.
+
+    A row counts as :func:`check_statement` counts a statement's values (each
+    character or byte at the limit's expansion, plus quoting per value), plus
+    ``text_per_row`` characters of SQL text (a row's ``(?, ?, ...)``); 4,096
+    characters more are kept for the statement's head. A group closes before
+    the row that would overflow it. A row that does not fit alone is a group
+    alone, marked as not surely fitting: check it with :func:`check_statement`.
+    Without a limit every row is in one group. The whole batch is counted
+    column by column first (``sum`` of ``len`` over the text and bytes columns,
+    no loop in Python): a batch that fits, the usual case, is one group at once.
+    """
+    limit = dialect.statement_limit
+    if limit is None:
+        yield rows, True
+        return
+    budget = limit.size - 4096 * limit.expansion
+    sized = [i for i, kind in enumerate(insert.types) if kind != "int"]
+    quoting = _QUOTING * len(insert.columns) + text_per_row * limit.expansion
+    total = sum(sum(map(len, filter(None, map(itemgetter(i), rows)))) for i in sized)
+    if total * limit.expansion + quoting * len(rows) <= budget:
+        yield rows, True
+        return
+    start, used = 0, 0
+    for index, row in enumerate(rows):
+        cost = sum(len(row[i]) for i in sized if row[i] is not None) * limit.expansion + quoting
+        if cost > budget:  # too large alone: a group of its own, to check
+            if index > start:
+                yield rows[start:index], True
+            yield rows[index : index + 1], False
+            start, used = index + 1, 0
+            continue
+        if used + cost > budget:
+            yield rows[start:index], True
+            start, used = index, 0
+        used += cost
+    if start < len(rows):
+        yield rows[start:], True

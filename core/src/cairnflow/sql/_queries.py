@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _statements as s
-from ._dialect import ClaimPlan, Dialect, Statement
+from ._dialect import BatchInsert, ClaimPlan, Dialect, Statement
 from ._statements import RUN_COLUMNS, STEP_COLUMNS, UNFINISHED
 from ._tables import TABLES, Tables
 
@@ -62,6 +62,20 @@ class Queries:
         # -- creating runs
         self.insert_run = r(s.INSERT_RUN)
         self.insert_step = r(s.INSERT_STEP)
+        self.insert_runs = BatchInsert(
+            tables.runs,
+            tuple(column for column, _ in s.NEW_RUN_VALUES),
+            tuple(kind for _, kind in s.NEW_RUN_VALUES),
+            (("state", "'active'"),),
+            self.insert_run,
+        )
+        self.insert_steps = BatchInsert(
+            tables.steps,
+            tuple(column for column, _ in s.NEW_STEP_VALUES),
+            tuple(kind for _, kind in s.NEW_STEP_VALUES),
+            (("attempt", "0"), ("failures", "0"), ("reclaims", "0")),
+            self.insert_step,
+        )
         self._holder_of_key = r(s.HOLDER_OF_KEY)
         self._runs_named = r(s.RUNS_NAMED)
         # -- claiming

@@ -25,6 +25,8 @@ from typing import Any
 
 __all__ = [
     "LEADER_COLUMNS",
+    "NEW_RUN_VALUES",
+    "NEW_STEP_VALUES",
     "PAUSE_COLUMNS",
     "RUN_COLUMNS",
     "SCHEDULE_COLUMNS",
@@ -110,12 +112,46 @@ INSERT_RUN = """
             VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)"""
 """One new run (``executemany``: every run of an enqueue in one statement)."""
 
+NEW_RUN_VALUES = (
+    ("id", "text"),
+    ("workflow", "text"),
+    ("queue", "text"),
+    ("priority", "int"),
+    ("payload", "bytes"),
+    ("idem_key", "text"),
+    ("active_key", "text"),
+    ("labels", "text"),
+    ("steps_left", "int"),
+    ("created_at", "int"),
+    ("run_at", "int"),
+)
+"""The values of a run row, in the order :data:`INSERT_RUN` takes them, and their kinds
+(:class:`~cairnflow.sql.BatchInsert`); ``state`` is ``'active'`` in every new run."""
+
 INSERT_STEP = """
             INSERT INTO {steps}
                 (id, run_id, workflow, queue, priority, name, kind, position, parents, children,
                  parents_left, status, due_at, attempt, failures, reclaims)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
 """One new step (``executemany``, like the runs)."""
+
+NEW_STEP_VALUES = (
+    ("id", "text"),
+    ("run_id", "text"),
+    ("workflow", "text"),
+    ("queue", "text"),
+    ("priority", "int"),
+    ("name", "text"),
+    ("kind", "text"),
+    ("position", "int"),
+    ("parents", "text"),
+    ("children", "text"),
+    ("parents_left", "int"),
+    ("status", "text"),
+    ("due_at", "int"),
+)
+"""The values of a step row, in the order :data:`INSERT_STEP` takes them; ``attempt``,
+``failures`` and ``reclaims`` are 0 in every new step."""
 
 HOLDER_OF_KEY = """
             SELECT id, active_key FROM {runs}

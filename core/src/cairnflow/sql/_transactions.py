@@ -33,9 +33,9 @@ from typing import Any, TypeVar
 
 from .. import _faults
 from .._errors import CairnError, Unavailable, ValueRefused
-from ._dialect import Connections, Cursor, Dialect
+from ._dialect import BatchInsert, Connections, Cursor, Dialect
 from ._errors import ErrorClassifier
-from ._limits import check_statement
+from ._limits import check_statement, fitting_rows
 
 __all__ = [
     "CountingCursor",
@@ -196,6 +196,34 @@ class Transactions:
         else:
             cursor.executemany(text, values)
         return int(cursor.rowcount)
+
+    def insert_many(
+        self, cursor: Cursor, insert: BatchInsert, rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Insert ``rows`` in the fewest statements the dialect makes (``batch_insert``).
+
+        The rows are split into groups whose statements fit the statement limit
+        (:func:`~cairnflow.sql._limits.fitting_rows`); a row too large for any group
+        is checked alone, as its one-row statement, before anything is sent. One
+        row, or a dialect without :attr:`~Dialect.batch_inserts`: the one-row
+        statement through :meth:`execute_many`.
+        """
+        dialect = self.dialect
+        if len(rows) < 2 or not dialect.batch_inserts:
+            self.execute_many(cursor, insert.single, rows)
+            return
+        per_row = 3 * len(insert.columns) + sum(len(v) + 2 for _, v in insert.constants) + 4
+        groups = list(fitting_rows(dialect, insert, rows, text_per_row=per_row))
+        single = dialect.sql(insert.single)
+        for group, fits in groups:
+            if not fits:
+                check_statement(dialect, cursor, single, tuple(group[0]))
+        for group, fits in groups:
+            self.stats.count(statements=1)
+            if fits and len(group) > 1:
+                cursor.execute(*dialect.batch_insert(insert, group))
+            else:
+                cursor.execute(single, tuple(group[0]))
 
     def run(self, work: Callable[[Cursor], T], *, write: bool = True) -> T:
         """Run ``work(cursor)`` in one transaction, retrying it on retryable errors."""

@@ -84,6 +84,11 @@ class MySQLDialect(Dialect):
     # ORDER BY's order, so two batches could lock the same runs in different orders.
     lock_runs_joined = None
     batch_statements = True
+    # A batch enqueue's runs, then its steps, as multi-row INSERT ... VALUES statements under
+    # max_allowed_packet (Dialect.batch_insert's default). PyMySQL's executemany joins rows
+    # into one statement only for an INSERT whose VALUES are all placeholders, which ours
+    # (with 'active' and 0 in them) are not: it sent one statement, one round trip, per row.
+    batch_inserts = True
     # Pure UTC arithmetic: neither the session time zone nor a DST fold can shift it.
     now_sql = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) * 1000"
 
