@@ -162,9 +162,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "batch-split",
         f"{SQL}/_enqueue.py",
-        "return self._tx.run(lambda cur: self.insert(cur, rows))",
-        "return [i for one in runs for i in self._tx.run("
-        "lambda cur, one=one: self.insert(cur, self.prepare([one])))]",
+        "return self._tx.committing(lambda cur, commit: self.write(cur, commit, rows))",
+        "return [i for one in runs for i in self._tx.committing("
+        "lambda cur, commit, one=one: self.write(cur, commit, self.prepare([one])))]",
         "batch_enqueue",
         "a batch is written run by run, one transaction each: a conflict keeps the earlier runs",
     ),
