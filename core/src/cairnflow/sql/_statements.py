@@ -21,7 +21,7 @@ its steps: one lock order, so no two transitions of a run deadlock.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "LEADER_COLUMNS",
@@ -112,7 +112,7 @@ INSERT_RUN = """
             VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)"""
 """One new run (``executemany``: every run of an enqueue in one statement)."""
 
-NEW_RUN_VALUES = (
+NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
     ("id", "text"),
     ("workflow", "text"),
     ("queue", "text"),
@@ -135,7 +135,7 @@ INSERT_STEP = """
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
 """One new step (``executemany``, like the runs)."""
 
-NEW_STEP_VALUES = (
+NEW_STEP_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
     ("id", "text"),
     ("run_id", "text"),
     ("workflow", "text"),
