@@ -22,7 +22,7 @@ from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..sql import SQLStore
 from ..store import Store
-from ._queues import QueuesParam
+from ._queues import parse_queues
 
 __all__ = ["main", "store_option"]
 
@@ -175,7 +175,8 @@ def _load_app(spec: str) -> list[Workflow]:
 )
 @click.option(
     "--queues",
-    type=QueuesParam(),
+    metavar="NAME[:WORKERS],...",
+    callback=parse_queues,
     default=None,
     help="The queues to serve, NAME or NAME:WORKERS, comma-separated (e.g. mail:1,default) "
     "[default: the queues of the --app workflows].",

@@ -17,31 +17,27 @@ from .._caps import Cap
 from .._engine._settings import check_queues
 from .._queues import QueueConfig
 
-__all__ = ["QueuesParam"]
+__all__ = ["parse_queues"]
 
 _EVERY = frozenset(Cap)
 """Check the entries alone: what the store supports is checked when the client is built."""
 
 
-class QueuesParam(click.ParamType):
-    """``name[:workers],...`` to a tuple of :class:`~cairnflow.QueueConfig`."""
-
-    name = "NAME[:WORKERS],..."
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> tuple[QueueConfig, ...]:
-        if isinstance(value, tuple):
-            return value  # a default, already converted
-        configs: list[QueueConfig] = []
-        for entry in str(value).split(","):
-            # A queue name may hold ':' itself: only digits after the last one are workers.
-            name, sep, workers = entry.strip().rpartition(":")
-            if sep and workers.isdigit():
-                configs.append(QueueConfig(name, workers=int(workers)))
-            else:
-                configs.append(QueueConfig(entry.strip()))
-        try:
-            return check_queues(_EVERY, configs)
-        except (ValueError, TypeError) as error:  # InvalidName is a ValueError
-            self.fail(f"{value!r}: {error}", param, ctx)
+def parse_queues(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[QueueConfig, ...] | None:
+    """``name[:workers],...`` to :class:`~cairnflow.QueueConfig`\\ s (a click callback)."""
+    if value is None:
+        return None
+    configs: list[QueueConfig] = []
+    for entry in value.split(","):
+        # A queue name may hold ':' itself: only digits after the last one are workers.
+        name, sep, workers = entry.strip().rpartition(":")
+        if sep and workers.isdigit():
+            configs.append(QueueConfig(name, workers=int(workers)))
+        else:
+            configs.append(QueueConfig(entry.strip()))
+    try:
+        return check_queues(_EVERY, configs)
+    except (ValueError, TypeError) as error:  # InvalidName is a ValueError
+        raise click.BadParameter(f"{value!r}: {error}", ctx, param) from None
