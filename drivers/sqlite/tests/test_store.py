@@ -429,3 +429,30 @@ def test_a_path_in_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> N
 def test_a_directory_as_the_path_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(cf.StoreOpenError, match=r"is a directory; name a file in it"):
         cf.open_store(f"sqlite:///{tmp_path}")
+
+
+def test_only_a_limited_queue_sends_the_limiters_statements(db: Path) -> None:
+    # Plain W2 keeps its claim: an unlimited queue sends what it did. A queue with a global
+    # limit adds two (lock the limiter, count the running) once its row was created.
+    from cairnflow.store import ClaimRequest, QueueClaim
+
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(cf.Workflow("w", steps=[cf.Step("a", lambda c, d: d)]))
+    for n in range(10):
+        client.enqueue("w", n)
+
+    def statements(*queues: QueueClaim) -> tuple[int, int]:
+        before = store.stats.snapshot()["statements"]
+        now = time.time_ns()
+        taken = store.claim(ClaimRequest(frozenset({"w"}), 2, now, now + 10**12, "n", queues))
+        return store.stats.snapshot()["statements"] - before, len(taken)
+
+    plain, taken = statements(QueueClaim("default"))  # the claim, and the runs it leased
+    assert taken == 2
+    assert statements(QueueClaim("default", None, 3)) == (2 + 2 + plain, 1)  # row made once
+    assert statements(QueueClaim("default", None, 3)) == (2, 0)  # 3 running: no claim sent
+    assert statements(QueueClaim("default", None, 5)) == (2 + plain, 2)
+    assert statements(QueueClaim("default")) == (0 + plain, 2)  # unlimited: as before
+    store.close()
