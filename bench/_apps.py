@@ -26,6 +26,11 @@ def noop() -> cf.Workflow:
     return cf.Workflow("noop", steps=[cf.Step("only", _noop)])
 
 
+def noop_on(queue: str) -> cf.Workflow:
+    """One no-op step on ``queue`` (the W2 variants with queues), named ``noop-<queue>``."""
+    return cf.Workflow(f"noop-{queue}", queue=queue, steps=[cf.Step("only", _noop)])
+
+
 def chain3() -> cf.Workflow:
     """A chain of three steps (``bench/run_peers.py``)."""
     return cf.Workflow(

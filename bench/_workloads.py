@@ -185,6 +185,7 @@ def w2_drain(
     """
     with namespace(engine) as (prefix, store):
         enqueue_all(store, _apps.noop(), runs)
+        before = store.stats.snapshot()
         if clients == 1:
             counting = CountingStore(store)
             with cf.Client(
@@ -193,12 +194,15 @@ def w2_drain(
                 client.register(_apps.noop())
                 wait_for(engine, prefix, runs, timeout=600)
             calls = dict(counting.calls)
+            after = store.stats.snapshot()
+            statements = (after["statements"] - before["statements"]) / runs
         else:
             with client_processes(
                 engine, prefix, clients, workers=workers, poll=0.5, workflows=["noop"]
             ):
                 wait_for(engine, prefix, runs, timeout=600)
             calls = {}
+            statements = None  # sent by the processes, not counted here
         verify(engine, prefix, runs)
         steps, seconds = step_window(engine, prefix)
     return {
@@ -210,6 +214,75 @@ def w2_drain(
         "claim_calls_per_run": calls.get("claim", 0) / runs if calls else None,
         "calls": calls,
         "finish_calls_per_run": _finishes(calls) / runs if calls else None,
+        "statements_per_run": statements,
+    }
+
+
+PAUSED_QUEUE = "bench-paused"
+
+
+def w2_queues(
+    engine: Engine, *, runs: int, variant: str, paused: int = 0, workers: int = 8
+) -> dict[str, Any]:
+    """W2 with queues, one client of ``workers`` workers in all (docs/claim.md).
+
+    ``variant`` "3 queues": the runs spread over three queues the client serves from one
+    pool, beside a fourth it serves that is paused and holds ``paused`` ready runs (the
+    claims must neither run nor walk them). "global limit": plain W2's one queue with a
+    global limit of ``workers`` (limit = total workers: it should not throttle).
+    Completions are counted from the store; the paused runs must be untouched.
+    """
+    if variant == "3 queues":
+        names = ["bench-q1", "bench-q2", "bench-q3"]
+        queues = [cf.QueueConfig(name) for name in [*names, PAUSED_QUEUE]]
+    elif variant == "global limit":
+        names = ["default"]
+        queues = [cf.QueueConfig("default", limit=workers)]
+    else:
+        raise ValueError(f"unknown W2 variant {variant!r}")
+    flows = [_apps.noop_on(name) for name in names] + [_apps.noop_on(PAUSED_QUEUE)]
+    with namespace(engine) as (prefix, store):
+        setup = cf.Client(store)
+        setup.register(*flows)
+        if paused:
+            setup.pause_queue(PAUSED_QUEUE)
+            for start in range(0, paused, 1000):
+                count = min(1000, paused - start)
+                setup.enqueue_many(cf.Job(f"noop-{PAUSED_QUEUE}") for _ in range(count))
+        for start in range(0, runs, 1000):  # the queues' runs interleaved, as they arrive
+            count = min(1000, runs - start)
+            setup.enqueue_many(cf.Job(f"noop-{names[i % len(names)]}") for i in range(count))
+        before = store.stats.snapshot()
+        with cf.Client(
+            store, workers=workers, queues=queues, poll_interval=0.5, lease=30
+        ) as client:
+            client.register(*flows)
+            wait_for(engine, prefix, runs, timeout=600)
+        after = store.stats.snapshot()
+        runs_table, steps_table = q(engine, prefix + "runs"), q(engine, prefix + "steps")
+        (succeeded,) = raw_one(
+            engine, f"SELECT COUNT(*) FROM {runs_table} WHERE state = 'succeeded'"
+        )
+        (waiting,) = raw_one(
+            engine,
+            f"SELECT COUNT(*) FROM {steps_table} WHERE queue = '{PAUSED_QUEUE}'"
+            " AND status = 'ready' AND attempt = 0",
+        )
+        if int(succeeded) != runs or int(waiting) != paused:
+            raise Failed(
+                f"{engine.name}: {succeeded} of {runs} runs succeeded, "
+                f"{waiting} of {paused} paused runs untouched"
+            )
+        steps, seconds = step_window(engine, prefix)
+    return {
+        "runs": runs,
+        "variant": variant,
+        "queues": len(names),
+        "paused_ready": paused,
+        "workers": workers,
+        "runs_per_s": steps / seconds,
+        "statements_per_run": (after["statements"] - before["statements"]) / runs,
+        "transactions_per_run": (after["transactions"] - before["transactions"]) / runs,
     }
 
 

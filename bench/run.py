@@ -34,6 +34,7 @@ FULL = {
     "w4": 200,
     "w5": 100000,
     "w6": 10000,
+    "paused": 10000,
     "idle": 10.0,
 }
 QUICK = {
@@ -44,6 +45,7 @@ QUICK = {
     "w4": 30,
     "w5": 5000,
     "w6": 1000,
+    "paused": 10000,
     "idle": 3.0,
 }
 TARGETS = {
@@ -69,6 +71,16 @@ def run_engine(
         w2 = _workloads.w2_drain(engine, runs=sizes["w2"], clients=clients, prefetch=prefetch)
         w2["ratio_to_batched_baseline"] = w2["runs_per_s"] / base["claim_complete_batched_per_s"]
         emit({"engine": engine.name, "workload": f"W2 drain {name}", **w2}, out)
+        if name == "x1":
+            plain = w2
+    # The claim's clauses (docs/claim.md), each beside the plain W2 of this run: three queues
+    # from one pool with a paused queue of ready runs, and a global limit of the workers.
+    for variant, paused in (("3 queues", sizes["paused"]), ("global limit", 0)):
+        w2q = _workloads.w2_queues(engine, runs=sizes["w2"], variant=variant, paused=paused)
+        w2q["ratio_to_batched_baseline"] = w2q["runs_per_s"] / base["claim_complete_batched_per_s"]
+        w2q["ratio_to_plain_w2"] = w2q["runs_per_s"] / plain["runs_per_s"]
+        w2q["plain_statements_per_run"] = plain["statements_per_run"]
+        emit({"engine": engine.name, "workload": f"W2q {variant}", **w2q}, out)
     w1 = _workloads.w1_enqueue(engine, single=sizes["w1_single"], batched=sizes["w1_batched"])
     w1["ratio_single"] = w1["enqueue_single_per_s"] / base["enqueue_single_per_s"]
     w1["ratio_many"] = w1["enqueue_many_per_s"] / base["enqueue_batched_per_s"]
@@ -121,6 +133,15 @@ def table(records: list[dict[str, Any]]) -> Table:
                 name,
                 f"{r['enqueue_single_per_s']:.0f}/s single, {r['enqueue_many_per_s']:.0f}/s many",
                 f"{r['ratio_single']:.2f}x, {r['ratio_many']:.2f}x",
+            )
+        elif name.startswith("W2q"):
+            paused = f", {r['paused_ready']:,} paused ready" if r["paused_ready"] else ""
+            view.add_row(
+                engine,
+                f"W2 {r['variant']}{paused}",
+                f"{r['runs_per_s']:.0f} runs/s ({r['ratio_to_batched_baseline']:.2f}x)",
+                f"{r['ratio_to_plain_w2']:.2f}x plain W2; {r['statements_per_run']:.2f} "
+                f"statements/run (plain {r['plain_statements_per_run']:.2f})",
             )
         elif name.startswith("W2"):
             target = TARGETS.get(engine, {}).get("w2_ratio")

@@ -233,6 +233,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "leader_election",
         "a resigning leader keeps its lease: the next leader waits for it to run out",
     ),
+    Mutant(
+        "limit-count",
+        f"{SQL}/_limiters.py",
+        "room[name] = max(limits[name] - int(running), 0)",
+        "room[name] = limits[name]",
+        "queue_limit_global",
+        "a limited claim does not subtract what runs: each claim may take the whole limit",
+    ),
+    Mutant(
+        "limit-lock",
+        f"{SQL}/_statements.py",
+        'LOCK_LIMITER = "SELECT name FROM {limits} WHERE kind = ? AND name = ?{for_update}"',
+        'LOCK_LIMITER = "SELECT name FROM {limits} WHERE kind = ? AND name = ?"',
+        "queue_limit_global",
+        "the limiter row is read, not locked: two claimers count the same running and both take",
+        engines=("postgres",),
+    ),
 )
 
 

@@ -8,6 +8,7 @@ worker to say it is ready, and at teardown makes sure nothing is left running
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -15,10 +16,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
 import pytest
+
+import cairnflow as cf
 
 from ._target import StoreTarget
 
@@ -126,6 +130,7 @@ class WorkerProcesses:
         schedules: bool = False,
         clock: tuple[float, int, int] | None = None,
         leader_lease: float | None = None,
+        queues: Sequence[cf.QueueConfig] | None = None,
     ) -> WorkerProcess:
         """Start a worker and wait until its client runs.
 
@@ -135,7 +140,7 @@ class WorkerProcesses:
         ``schedules`` adds the ticker workflow (fired every second); ``clock``
         (speed, epoch, since) makes its scheduling clock a
         :class:`cairnflow.clock.Scaled` one; ``leader_lease`` turns leader
-        election on.
+        election on; ``queues`` makes it serve those queues only (``Client(queues=)``).
         """
         if os.name != "posix":
             pytest.skip("worker-process tests need POSIX signals (SIGKILL, SIGSTOP)")
@@ -171,6 +176,8 @@ class WorkerProcesses:
             command += ["--clock", ":".join(str(part) for part in clock)]
         if leader_lease is not None:
             command += ["--leader-lease", str(leader_lease)]
+        if queues is not None:
+            command += ["--queues", json.dumps([dataclasses.asdict(q) for q in queues])]
         env = self._environment()
         with log.open("w", encoding="utf-8") as stderr:
             popen = subprocess.Popen(  # noqa: S603 - our interpreter, our module, checked args

@@ -52,6 +52,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--leader-lease", type=float, default=None, help="elect a leader")
     parser.add_argument(
+        "--queues",
+        default=None,
+        help="a JSON list of cairnflow.QueueConfig keyword arguments: serve those queues only",
+    )
+    parser.add_argument(
         "--no-interrupt",
         action="store_true",
         help="never raise inside a running step (a stalled step then returns normally)",
@@ -78,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options["clock"] = cf.clock.Scaled(float(speed), int(epoch), int(since))
     if args.leader_lease is not None:
         options.update(leader_election=True, leader_lease=args.leader_lease)
+    if args.queues is not None:
+        options["queues"] = [cf.QueueConfig(**queue) for queue in json.loads(args.queues)]
     client = cf.Client(
         store,
         workers=args.workers,

@@ -21,10 +21,14 @@ __all__ = [
     "APPROVAL",
     "FANOUT",
     "HOLD",
+    "LIMITED",
+    "LIMITED_QUEUE",
     "POISON",
     "approval",
     "fanout",
     "hold",
+    "limited",
+    "max_overlap",
     "poison",
     "process_workflows",
 ]
@@ -33,6 +37,8 @@ FANOUT = "kit-fanout"
 HOLD = "kit-hold"
 POISON = "kit-poison"
 APPROVAL = "kit-approval"
+LIMITED = "kit-limited"
+LIMITED_QUEUE = "kit-q-limited"
 
 RELEASE = "release"
 """The flag that lets the first attempt of ``kit-hold``'s ``hold`` step return."""
@@ -127,6 +133,45 @@ def approval() -> cf.Workflow:
     return wf
 
 
+def limited() -> cf.Workflow:
+    """One step on :data:`LIMITED_QUEUE` that records when its body began and ended.
+
+    Each execution leaves a ``span`` trace with ``start`` and ``end`` (Unix
+    nanoseconds, read inside the body), so a test computes how many bodies ran at
+    once across processes (:func:`max_overlap`) from what the steps recorded.
+    ``payload["work"]`` seconds of work; with ``payload["hold"]`` the first
+    attempt traces ``phase="started"`` and waits for the release flag (a process
+    killed meanwhile leaves no span).
+    """
+
+    def work(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
+        traces = Traces.of(ctx.payload)
+        start = time.time_ns()
+        if ctx.payload.get("hold") and ctx.attempt == 1:
+            _executed(ctx, phase="started")
+            traces.wait_for_flag(RELEASE, timeout=60)
+        time.sleep(float(ctx.payload.get("work", 0.0)))
+        end = time.time_ns()
+        traces.record(
+            "span", run=ctx.run_id, node=ctx.node_id, attempt=ctx.attempt, start=start, end=end
+        )
+        return {"node": ctx.node_id, "attempt": ctx.attempt}
+
+    return cf.Workflow(LIMITED, queue=LIMITED_QUEUE, steps=[cf.Step("work", work)])
+
+
+def max_overlap(spans: list[dict[str, Any]]) -> int:
+    """The most ``span`` traces whose ``[start, end)`` intervals hold one instant."""
+    events = sorted(
+        [(span["start"], 1) for span in spans] + [(span["end"], -1) for span in spans]
+    )  # an end sorts before a start at the same instant: touching spans do not overlap
+    most = now = 0
+    for _, change in events:
+        now += change
+        most = max(most, now)
+    return most
+
+
 TICKER = "kit-ticker"
 TICKER_SCHEDULE = "every-second"
 
@@ -142,4 +187,4 @@ def ticker() -> cf.Workflow:
 
 def process_workflows() -> list[cf.Workflow]:
     """Fresh instances of every workflow a kit worker process runs."""
-    return [fanout(), hold(), poison(), approval()]
+    return [fanout(), hold(), poison(), approval(), limited()]

@@ -240,6 +240,21 @@ def test_a_queue_that_came_back_short_is_not_asked_again_until_work_is_made() ->
     assert _asks(state.plan_claim()) == [("a", 2)]  # b's 2 are reserved by the claim above
 
 
+def test_a_limited_queue_that_came_back_short_stays_asked() -> None:
+    # Short of room (attempts running elsewhere), not of work: its next refill asks it again.
+    state = _queued_state(
+        cf.QueueConfig("capped", workers=2, limit=2), cf.QueueConfig("free", workers=2), prefetch=0
+    )
+    state.request_claim()
+    request = state.plan_claim()
+    assert request is not None
+    asked = sorted((q.name, q.global_limit or 0) for q in request.queues)
+    assert asked == [("capped", 2), ("free", 0)]
+    state.accept([], request, time.monotonic())  # both came back empty
+    assert (state.queues["capped"].want_claim, state.queues["free"].want_claim) == (True, False)
+    assert _asks(state.plan_claim()) == [("capped", 2)]
+
+
 def test_queues_of_equal_priority_take_turns_at_being_asked_first() -> None:
     state = _queued_state("a", "b", "c", workers=3, prefetch=0)
     firsts = []

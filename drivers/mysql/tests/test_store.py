@@ -13,7 +13,7 @@ import pytest
 import cairnflow as cf
 from cairnflow import ids
 from cairnflow.sql import ErrorClass, split_statements
-from cairnflow.store import AttemptState, ClaimRequest, NewRun, NewStep, Succeeded
+from cairnflow.store import AttemptState, ClaimRequest, NewRun, NewStep, QueueClaim, Succeeded
 from cairnflow.testing import wait_until
 from cairnflow_mysql import (
     MySQLStore,
@@ -35,6 +35,7 @@ MIGRATIONS = [
     "006_leaders",
     "007_claim_by_queue",
     "008_pauses",
+    "009_limits",
 ]
 
 
@@ -257,7 +258,7 @@ def test_a_namespace_before_schedules_is_refused_until_migrated(
         assert old.migrate() == MIGRATIONS[:3]
         with pytest.raises(
             cf.SchemaNotReady,
-            match=r"004_schedules, 005_ticks, 006_leaders, 007_claim_by_queue, 008_pauses are",
+            match=r"004_schedules, 005_ticks, 006_leaders, 007_claim_by_queue, 008_pauses, 009",
         ):
             new.check_schema()
         assert new.migrate() == MIGRATIONS[3:]
@@ -276,7 +277,7 @@ def test_a_namespace_before_leaders_is_refused_until_migrated(server: Server, pr
         assert old.migrate() == MIGRATIONS[:5]
         with pytest.raises(
             cf.SchemaNotReady,
-            match=r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses are not",
+            match=r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits are",
         ):
             new.check_schema()
         assert new.migrate() == MIGRATIONS[5:]
@@ -485,6 +486,30 @@ def test_the_claim_reads_its_index_in_order(store: MySQLStore, server: Server) -
         assert "filesort" not in extra, plan  # read in claim order, stops after LIMIT rows
     else:
         assert "filesort" in extra, plan  # MariaDB < 10.8: why the dialect claims by candidates
+
+
+def test_a_limited_claim_counts_the_running_by_the_claim_index(
+    store: MySQLStore, server: Server
+) -> None:
+    # 009_limits adds no index: the claim index (status, queue, ...) has the queue's running
+    # steps in its own range, so the count under the limiter's lock reads only those.
+    for i in range(50):
+        create(store, [("one", ())], priority=i % 3)
+    now = time.time_ns()
+    limited = (QueueClaim("default", None, 5),)  # creates the queue's limiter row
+    taken = store.claim(ClaimRequest(frozenset({"wf"}), 10, now, now + 60 * 10**9, "n", limited))
+    assert len(taken) == 5
+    server.query(f"ANALYZE TABLE `{store.tables.prefix}steps`")
+    q = store._queries
+    conn = server.connect()
+    with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+        cursor.execute("EXPLAIN " + store.dialect.sql(q.count_running), ("default",))
+        (count,) = cursor.fetchall()
+        cursor.execute("EXPLAIN " + store.dialect.sql(q.lock_limiter), ("queue", "default"))
+        (lock,) = cursor.fetchall()
+    assert count["key"] == f"{store.tables.prefix}steps_claim", count
+    assert count["type"] == "ref" and "Using index" in str(count["Extra"]), count
+    assert (lock["key"], lock["type"]) == ("PRIMARY", "const"), lock
 
 
 @pytest.mark.parametrize("branch", ["index order", "candidates"])

@@ -133,7 +133,14 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 CROSS JOIN (VALUES ('queue'), ('workflow')) AS k (kind)""",
                 {"now": NOW},
             )
-        for table in (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders, t.pauses):
+            # 1,000 limited queues: a limited claim locks its queue's row by the primary key.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.limits} (kind, name)
+                SELECT 'queue', 'limited_' || g FROM generate_series(1, 1000) AS g"""
+            )
+        tables = (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders, t.pauses, t.limits)
+        for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
         yield store
     finally:
@@ -228,6 +235,10 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         # Pauses: written and read by the primary key.
         "find_pause": (q.find_pause, ("queue", "paused_7")),
         "delete_pause": (q.delete_pause, ("workflow", "paused_7")),
+        # Global queue limits: the limiter locked by the primary key, the running counted
+        # in the queue's range of the running steps alone.
+        "lock_limiter": (q.lock_limiter, ("queue", "limited_7")),
+        "count_running": (q.count_running, ("default",)),
     }
     return statements
 
@@ -276,13 +287,15 @@ def test_no_hot_path_query_scans_a_whole_table(
     # Every claim reads the pauses by their primary key.
     for name in ("claim", "claim, one workflow", "find_pause", "delete_pause"):
         assert f"{prefix}pauses_pkey" in indexes[name], (name, indexes[name])
+    assert f"{prefix}limits_pkey" in indexes["lock_limiter"]
+    assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(
     history: PostgresStore, admin_conn: psycopg.Connection[Any]
 ) -> None:
     prefix = history.tables.prefix
-    names = ["steps_ready", "steps_running", "steps_due", "steps_pkey"]
+    names = ["steps_ready", "steps_running", "steps_due", "steps_running_queue", "steps_pkey"]
     sizes = dict(
         admin_conn.execute(
             "SELECT relname, pg_relation_size(oid) FROM pg_class WHERE relname = ANY(%s)",
@@ -290,7 +303,7 @@ def test_the_hot_indexes_hold_only_the_hot_rows(
         ).fetchall()
     )
     assert sizes[f"{prefix}steps_pkey"] > 5_000_000  # every one of the 300k steps
-    for name in ("steps_ready", "steps_running", "steps_due"):
+    for name in ("steps_ready", "steps_running", "steps_due", "steps_running_queue"):
         # A B-tree's metapage and one leaf: the few dozen hot rows, nothing of the history.
         assert sizes[prefix + name] <= 2 * 8192, (name, sizes)
 

@@ -26,7 +26,14 @@ ClientFactory = Callable[..., cf.Client]
 
 pytestmark = pytest.mark.timeout(120)
 
-MIGRATIONS = ["001_init", "002_schedules", "003_leaders", "004_queues", "005_pauses"]
+MIGRATIONS = [
+    "001_init",
+    "002_schedules",
+    "003_leaders",
+    "004_queues",
+    "005_pauses",
+    "006_limits",
+]
 
 
 def simple() -> cf.Workflow:
@@ -153,7 +160,8 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     assert old.migrate() == ["001_init"]
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
-        cf.SchemaNotReady, match=r"002_schedules, 003_leaders, 004_queues, 005_pauses are not"
+        cf.SchemaNotReady,
+        match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -167,7 +175,8 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     assert old.migrate() == MIGRATIONS[:2]
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
-        cf.SchemaNotReady, match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses are not"
+        cf.SchemaNotReady,
+        match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]

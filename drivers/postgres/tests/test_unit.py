@@ -85,6 +85,7 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_ticks",
             "app_leaders",
             "app_pauses",
+            "app_limits",
             "app_migrations",
         ]
     finally:

@@ -53,7 +53,11 @@ def test_run_ids_are_never_cut_at_80_columns(tmp_path: Path) -> None:
 
 def test_reading_a_prefix_never_migrated_says_so_without_a_traceback(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
-    for command in (["runs", url], ["show", url, "run_0"]):
+    never = [["runs", url], ["show", url, "run_0"], ["pauses", url]]
+    never += [
+        [verb, kind, url, "q"] for verb in ("pause", "resume") for kind in ("queue", "workflow")
+    ]
+    for command in never:
         result = cairn(*command, "-o", "table_prefix=never_")
         assert result.returncode == 1
         output = result.stdout + result.stderr
@@ -125,3 +129,85 @@ def test_schedules_are_listed_paused_resumed_and_triggered(tmp_path: Path) -> No
     missing = cairn("schedules", "pause", url, "cli-echo", "weekly")
     assert missing.returncode == 1
     assert "no stored schedule named 'weekly'" in missing.stdout + missing.stderr
+
+
+QUEUED = """
+import cairnflow as cf
+
+mail = cf.Workflow("cli-mail", queue="mail", steps=[cf.Step("send", lambda ctx, data: ctx.queue)])
+workflows = [mail]
+"""
+
+
+def test_queues_and_workflows_are_paused_listed_and_resumed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    assert "paused queue mail" in cairn("pause", "queue", url, "mail").stdout
+    assert "was paused" in cairn("pause", "queue", url, "mail").stdout  # a second: no change
+    assert "paused workflow cli-mail" in cairn("pause", "workflow", url, "cli-mail").stdout
+    listed = cairn("pauses", url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["kind"], r["name"]) for r in rows] == [("queue", "mail"), ("workflow", "cli-mail")]
+    assert all(isinstance(r["paused_at_ns"], int) for r in rows)
+    table = cairn("pauses", url)
+    assert table.returncode == 0 and "mail" in table.stdout and "cli-mail" in table.stdout
+    # What the commands wrote is what every client's claim reads.
+    store = cf.open_store(url)
+    try:
+        held = [(p.kind.value, p.name) for p in cf.Client(store).pauses()]
+    finally:
+        store.close()
+    assert held == [("queue", "mail"), ("workflow", "cli-mail")]
+    assert "resumed queue mail" in cairn("resume", "queue", url, "mail").stdout
+    assert "was not paused" in cairn("resume", "queue", url, "mail").stdout
+    assert "resumed workflow" in cairn("resume", "workflow", url, "cli-mail").stdout
+    assert cairn("pauses", url, "--json").stdout == ""
+
+
+def test_a_worker_serves_the_queues_it_is_given(tmp_path: Path) -> None:
+    (tmp_path / "flows.py").write_text(textwrap.dedent(QUEUED))
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    store = cf.open_store(url)
+    client = cf.Client(store)
+    namespace: dict[str, object] = {}
+    exec(textwrap.dedent(QUEUED), namespace)
+    client.register(*namespace["workflows"])  # type: ignore[misc]
+    ref = client.enqueue("cli-mail", {})
+    command = ["worker", url, "--app", "flows:workflows", "--queues", "mail:1,default"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "cairnflow", *command, "--poll-interval", "0.1"],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": ""},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert worker.stdout is not None
+        banner = worker.stdout.readline()
+        assert "running cli-mail (mail, default)" in banner, banner
+        info = client.wait(ref, timeout=30)
+        assert (info.status, info.result) == (cf.Status.SUCCEEDED, "mail")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+        store.close()
+    assert worker.returncode == 0
+
+
+def test_an_invalid_queues_option_is_refused_with_status_2(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    bad = {
+        "mail:0": "workers must be an int >= 1",
+        "mail,mail": "queue 'mail' is configured twice",
+        "bad name!": "invalid queue name 'bad name!'",
+        "mail,,default": "invalid queue name ''",
+    }
+    for value, message in bad.items():
+        result = cairn("worker", url, "--app", "flows:workflows", "--queues", value)
+        assert result.returncode == 2, (value, result.stdout, result.stderr)
+        assert "Invalid value for '--queues'" in result.stderr and message in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "flows.db").exists()  # refused before the store was opened

@@ -36,6 +36,7 @@ MIGRATIONS = [
     "004_leaders",
     "005_queues",
     "006_pauses",
+    "007_limits",
 ]
 
 
@@ -147,7 +148,7 @@ def test_a_schema_one_database_is_refused_until_migrated_then_keeps_its_keys(db:
     finished = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"002_partial_active_key, 003_schedules, 004_leaders, 005_queues, 006_pauses are",
+        match=r"002_partial_active_key, 003_schedules, 004_leaders, 005_queues, 006_pauses, 007",
     ):
         SQLiteStore(db).check_schema()
     new = SQLiteStore(db)
@@ -169,7 +170,8 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     assert old.migrate() == ["001_init", "002_partial_active_key"]
     before = run_one(old)
     with pytest.raises(
-        cf.SchemaNotReady, match=r"003_schedules, 004_leaders, 005_queues, 006_pauses are not"
+        cf.SchemaNotReady,
+        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -191,7 +193,8 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     assert old.migrate() == MIGRATIONS[:3]
     before = run_one(old)
     with pytest.raises(
-        cf.SchemaNotReady, match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses are not"
+        cf.SchemaNotReady,
+        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -401,6 +404,10 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "claim, pauses": (plan.update_returning, by_pause),
         "find_pause": ((q.find_pause, ("queue", "q")), by_pause),
         "delete_pause": ((q.delete_pause, ("workflow", "w")), by_pause),
+        # Global queue limits (schema 7): the limiter by its primary key, the running steps
+        # counted in the queue's range of the running ones alone.
+        "lock_limiter": ((q.lock_limiter, ("queue", "q")), "sqlite_autoindex_cf_limits_1"),
+        "count_running": ((q.count_running, ("q",)), "cf_steps_running_queue"),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():
@@ -422,3 +429,30 @@ def test_a_path_in_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> N
 def test_a_directory_as_the_path_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(cf.StoreOpenError, match=r"is a directory; name a file in it"):
         cf.open_store(f"sqlite:///{tmp_path}")
+
+
+def test_only_a_limited_queue_sends_the_limiters_statements(db: Path) -> None:
+    # Plain W2 keeps its claim: an unlimited queue sends what it did. A queue with a global
+    # limit adds two (lock the limiter, count the running) once its row was created.
+    from cairnflow.store import ClaimRequest, QueueClaim
+
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(cf.Workflow("w", steps=[cf.Step("a", lambda c, d: d)]))
+    for n in range(10):
+        client.enqueue("w", n)
+
+    def statements(*queues: QueueClaim) -> tuple[int, int]:
+        before = store.stats.snapshot()["statements"]
+        now = time.time_ns()
+        taken = store.claim(ClaimRequest(frozenset({"w"}), 2, now, now + 10**12, "n", queues))
+        return store.stats.snapshot()["statements"] - before, len(taken)
+
+    plain, taken = statements(QueueClaim("default"))  # the claim, and the runs it leased
+    assert taken == 2
+    assert statements(QueueClaim("default", None, 3)) == (2 + 2 + plain, 1)  # row made once
+    assert statements(QueueClaim("default", None, 3)) == (2, 0)  # 3 running: no claim sent
+    assert statements(QueueClaim("default", None, 5)) == (2 + plain, 2)
+    assert statements(QueueClaim("default")) == (0 + plain, 2)  # unlimited: as before
+    store.close()

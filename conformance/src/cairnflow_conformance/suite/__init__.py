@@ -34,7 +34,7 @@ from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
 from .processes import MultiProcessTests
-from .queues import QueueTests
+from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .schedules import ScheduleTests
@@ -72,6 +72,7 @@ class ConformanceSuite(
     DatabaseClockTests,
     ScheduleTests,
     QueueTests,
+    GlobalLimitTests,
     PauseTests,
     RefusalTests,
 ):

@@ -18,7 +18,7 @@ from .._errors import InvalidName, Unsupported
 from .._names import check_name
 from .._queues import QueueConfig
 
-__all__ = ["ROLES", "Settings"]
+__all__ = ["ROLES", "Settings", "check_queues"]
 
 _NS = 1_000_000_000
 
@@ -97,7 +97,7 @@ class Settings:
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
-        configured = _check_queues(capabilities, queues)
+        configured = check_queues(capabilities, queues)
         if workers is None:
             given = [queue.workers for queue in configured]
             fixed = [n for n in given if n is not None]
@@ -134,7 +134,7 @@ class Settings:
         )
 
 
-def _check_queues(capabilities: frozenset[Cap], queues: object) -> tuple[QueueConfig, ...]:
+def check_queues(capabilities: frozenset[Cap], queues: object) -> tuple[QueueConfig, ...]:
     """``Client(queues=...)`` checked: QueueConfigs or names, each valid, no name twice.
 
     Every error names the entry it refuses (its position and what it was).

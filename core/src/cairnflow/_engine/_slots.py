@@ -99,8 +99,12 @@ def note_claimed(
     The store claims the queues in order, each for ``min(its limit, what the
     request still wants)``: a queue that got all of that, or that the request's
     total never reached, may have more; one that came back short has no more
-    ready now. Only ever sets the flag: a wake-up that came during the claim
-    is not undone.
+    ready now, unless it has a global limit: then it may have been short of room
+    (attempts running anywhere), not of work, and stays asked, so the refill that
+    follows this client's next outcome asks it again (without that, a limited
+    queue waited for the next poll each time its room ran out: W2 with a limit
+    of its workers fell from thousands of runs a second to 16). Only ever sets
+    the flag: a wake-up that came during the claim is not undone.
     """
     got: dict[str, int] = {}
     for attempt in claimed:
@@ -110,6 +114,6 @@ def note_claimed(
         wanted = left if ask.limit is None else min(ask.limit, left)
         taken = got.get(ask.name, 0)
         slots = queues.get(ask.name)
-        if slots is not None and taken >= wanted:
+        if slots is not None and (taken >= wanted or ask.global_limit is not None):
             slots.want_claim = True
         left -= taken

@@ -16,14 +16,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import Client, Workflow, __version__
+from .. import Client, QueueConfig, Workflow, __version__
 from .._errors import CairnError
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..sql import SQLStore
 from ..store import Store
+from ._queues import parse_queues
 
-__all__ = ["main"]
+__all__ = ["main", "store_option"]
 
 console = Console()
 
@@ -166,7 +167,20 @@ def _load_app(spec: str) -> list[Workflow]:
 @main.command()
 @click.argument("url")
 @click.option("--app", "app", required=True, help=APP_HELP)
-@click.option("--workers", default=8, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Attempts run at once [default: 8; with --queues, the sum of their workers, or 8].",
+)
+@click.option(
+    "--queues",
+    metavar="NAME[:WORKERS],...",
+    callback=parse_queues,
+    default=None,
+    help="The queues to serve, NAME or NAME:WORKERS, comma-separated (e.g. mail:1,default) "
+    "[default: the queues of the --app workflows].",
+)
 @click.option("--poll-interval", default=1.0, show_default=True)
 @click.option("--lease", default=30.0, show_default=True)
 @click.option("--max-reclaims", default=5, show_default=True)
@@ -187,7 +201,8 @@ def _load_app(spec: str) -> list[Workflow]:
 def worker(
     url: str,
     app: str,
-    workers: int,
+    workers: int | None,
+    queues: tuple[QueueConfig, ...] | None,
     poll_interval: float,
     lease: float,
     max_reclaims: int,
@@ -205,6 +220,7 @@ def worker(
     client = Client(
         store,
         workers=workers,
+        queues=queues,
         poll_interval=poll_interval,
         lease=lease,
         max_reclaims=max_reclaims,
@@ -221,7 +237,8 @@ def worker(
     signal.signal(signal.SIGTERM, on_signal)
     client.start()
     names = ", ".join(w.name for w in workflows)
-    console.print(f"worker {client.node_id} running {names} on {_where(store)}")
+    served = ", ".join(q.name for q in queues) if queues else "their queues"
+    console.print(f"worker {client.node_id} running {names} ({served}) on {_where(store)}")
     try:
         while not done.wait(1.0):
             pass

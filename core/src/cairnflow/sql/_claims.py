@@ -10,6 +10,11 @@ renders the claim's statements, and turns the rows it leased into
 parents. Those reads see rows no transaction changes anymore (a run's payload,
 a succeeded step's output), so inside a pipeline they may run after COMMIT.
 
+A queue asked with a global limit (``Cap.QUEUE_LIMIT_GLOBAL``) first has its
+limiter row locked and its running steps counted, in the same transaction,
+and its statement takes at most the room left (:mod:`._limiters`); a queue
+without one sends exactly its statement, as before.
+
 One lease secret is drawn per claim; each attempt's token is
 ``<step id>:<secret>``, and every later write of the attempt is fenced by it.
 """
@@ -21,7 +26,8 @@ from collections.abc import Callable, Sequence
 from .. import _faults, ids
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim
 from ._dialect import ClaimedRow, Cursor
-from ._parts import Part, chunks, token
+from ._limiters import Limiters, global_limits
+from ._parts import Context, Part, chunks, token
 from ._rows import ClaimedRun, ClaimedStep, to_bytes, to_text
 from ._transactions import CountingCursor
 
@@ -31,10 +37,19 @@ __all__ = ["Claims"]
 class Claims(Part):
     """``claim``, and the claim half of ``finish_and_claim``."""
 
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        self._limiters = Limiters(context)
+
+    def prepare(self, request: ClaimRequest | None) -> None:
+        """What a claim needs before its transaction: the rows of its limited queues."""
+        self._limiters.prepare(request)
+
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
         """Lease the most urgent due, ready steps, queue by queue (see the dialect for how)."""
         if request.limit <= 0 or not request.workflows:
             return []
+        self.prepare(request)
         return self._tx.run(lambda cur: self.send(cur, request)())
 
     def send(self, cur: Cursor, request: ClaimRequest) -> Callable[[], list[ClaimedAttempt]]:
@@ -48,6 +63,10 @@ class Claims(Part):
         one's) are read when the caller asks: inside a pipeline, after the block,
         maybe after its COMMIT. The reads they need then (runs a claim did not
         return, parents' outputs) see rows no transaction changes anymore.
+
+        Queues with a global limit are locked and counted first, all of them,
+        and each then asks for no more than its room; one without room sends no
+        statement. The caller ran :meth:`prepare` before the transaction.
         """
         asks = [q for q in request.queues if q.limit is None or q.limit > 0]
         if request.limit <= 0 or not request.workflows or not asks:
@@ -56,9 +75,16 @@ class Claims(Part):
         workflows = sorted(request.workflows)
         claimed = (secret, request.lease_until, request.node_id, request.now)
         counting = CountingCursor(cur, self._tx.stats)
+        limits = global_limits(request)
+        room = self._limiters.room(cur, limits) if limits else {}
+        asks = [ask for ask in asks if room.get(ask.name, 1) > 0]
+        if not asks:
+            return lambda: []
 
         def send_queue(ask: QueueClaim, left: int) -> Callable[[], list[ClaimedRow]]:
             limit = left if ask.limit is None else min(ask.limit, left)
+            if ask.name in room:
+                limit = min(limit, room[ask.name])
             plan = self._q.claim_plan(
                 workflows=workflows, queue=ask.name, limit=limit, claimed=claimed
             )

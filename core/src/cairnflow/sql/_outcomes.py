@@ -133,6 +133,7 @@ class Outcomes(Part):
         """
         if not items and claim is None:
             return [], []
+        self._claims.prepare(claim)  # the limiter rows its claim locks, before the transaction
         dialect = self._dialect
 
         def work(

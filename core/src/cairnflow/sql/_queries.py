@@ -161,6 +161,11 @@ class Queries:
         self.insert_pause = r(s.INSERT_PAUSE)
         self.delete_pause = r(s.DELETE_PAUSE)
         self.list_pauses = r(s.LIST_PAUSES)
+        # -- global queue limits
+        self.find_limiter = r(s.FIND_LIMITER)
+        self.insert_limiter = r(s.INSERT_LIMITER)
+        self.lock_limiter = r(s.LOCK_LIMITER)
+        self.count_running = r(s.COUNT_RUNNING)
         # -- schema
         self.ledger_ddl = r(s.LEDGER_DDL)
         self.ledger = r(s.LEDGER)

@@ -3,8 +3,8 @@
 Templates, grouped by the transition that runs them, so a statement is found
 by its name and read as SQL. :class:`~cairnflow.sql.Queries` renders them once
 per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``,
-``{schedules}``, ``{ticks}``, ``{leaders}``, ``{pauses}`` and ``{migrations}`` become the
-namespace's quoted tables, ``{for_update}``,
+``{schedules}``, ``{ticks}``, ``{leaders}``, ``{pauses}``, ``{limits}`` and
+``{migrations}`` become the namespace's quoted tables, ``{for_update}``,
 ``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and
 the column lists below are filled in. What only a call knows is left in braces
 for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
@@ -587,6 +587,26 @@ DELETE_PAUSE = "DELETE FROM {pauses} WHERE kind = ? AND name = ?"
 
 LIST_PAUSES = "SELECT {pause_columns} FROM {pauses} ORDER BY kind, name"
 """Every pause, by kind and name."""
+
+# -- global queue limits (docs/claim.md, 3: lock the limiter, count under it) -----------------
+# A queue claimed with a global limit locks its row of the limits table, then counts the
+# queue's running steps, and takes at most the limit minus that count: two claimers of the
+# queue serialise on the row, so neither counts before the other's claim has committed.
+# The count is recomputed by every claim, never kept (a kept counter drifts the first time
+# a path forgets it); unlimited queues never read the table.
+FIND_LIMITER = "SELECT name FROM {limits} WHERE kind = ? AND name = ?"
+"""Does the limiter row exist (created once per queue, before the first claim that needs it)."""
+
+INSERT_LIMITER = "INSERT INTO {limits} (kind, name) VALUES (?, ?)"
+"""Create a limiter row. Of two creators inserting at once, the primary key refuses one."""
+
+LOCK_LIMITER = "SELECT name FROM {limits} WHERE kind = ? AND name = ?{for_update}"
+"""Lock a queue's limiter row: every limited claim of the queue queues here (SQLite: its
+one writer already serialises them)."""
+
+COUNT_RUNNING = "SELECT count(*) FROM {steps} WHERE queue = ? AND status = 'running'"
+"""The queue's attempts running on every client, leases expired or not (an expired one counts
+until it is reclaimed: the limit is never exceeded). Read by the running-by-queue index."""
 
 # -- schema -----------------------------------------------------------------------------------
 LEDGER_DDL = (

@@ -16,7 +16,7 @@ hands the call to its part:
 * :mod:`._transactions`: the transaction runner, retries, error sorting;
 * :mod:`._schema`: migrations, the ledger, the schema check;
 * :mod:`._enqueue`: ``create_runs``, ``create_runs_in``;
-* :mod:`._claims`: ``claim``;
+* :mod:`._claims`: ``claim`` (a global queue limit: :mod:`._limiters`);
 * :mod:`._leases`: ``renew``, ``heartbeat``, ``record_progress``, ``hand_back``,
   ``reclaim_expired``;
 * :mod:`._outcomes`: ``finish*``, ``advance_due``, ``send_signal``, ``cancel_run``;
@@ -107,6 +107,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.LEADER_ELECTION,
         Cap.QUEUE,
         Cap.QUEUE_OVERRIDE,
+        Cap.QUEUE_LIMIT_GLOBAL,
         Cap.PAUSE_QUEUE,
         Cap.PAUSE_WORKFLOW,
     }

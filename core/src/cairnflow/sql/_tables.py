@@ -16,7 +16,17 @@ __all__ = ["PREFIX_PATTERN", "SCHEMA_PATTERN", "TABLES", "Tables"]
 
 PREFIX_PATTERN = r"[a-z_][a-z0-9_]{0,47}"
 SCHEMA_PATTERN = r"[a-z_][a-z0-9_]{0,62}"
-TABLES = ("runs", "steps", "signals", "schedules", "ticks", "leaders", "pauses", "migrations")
+TABLES = (
+    "runs",
+    "steps",
+    "signals",
+    "schedules",
+    "ticks",
+    "leaders",
+    "pauses",
+    "limits",
+    "migrations",
+)
 """Every table of the schema, without prefix."""
 
 
@@ -33,6 +43,7 @@ class Tables:
     ticks: str
     leaders: str
     pauses: str
+    limits: str
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -58,6 +69,7 @@ class Tables:
             ticks=name("ticks"),
             leaders=name("leaders"),
             pauses=name("pauses"),
+            limits=name("limits"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -66,7 +78,7 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{pauses}``, ``{migrations}``: qualified, quoted table names;
+        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{migrations}``: qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -78,6 +90,7 @@ class Tables:
             "ticks": self.ticks,
             "leaders": self.leaders,
             "pauses": self.pauses,
+            "limits": self.limits,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

@@ -194,9 +194,7 @@ class Leadership(Protocol):
     lease of one role.
     """
 
-    def claim_leadership(
-        self, role: str, node: str, *, lease_now: int, lease_until: int
-    ) -> Leader:
+    def claim_leadership(self, role: str, node: str, *, lease_now: int, lease_until: int) -> Leader:
         """Take or extend the lease of ``role`` for ``node``; return who holds it now."""
         ...
 
@@ -294,9 +292,11 @@ KERNEL = Facet(
             Cap.HEARTBEAT,
             Cap.RUN_QUERY,
             Cap.PAYLOAD_LIMIT,
-            # Promises of claim and create_runs: ClaimRequest.queues and NewRun.queue honoured.
+            # Promises of claim and create_runs: ClaimRequest.queues (with each queue's
+            # global_limit) and NewRun.queue honoured.
             Cap.QUEUE,
             Cap.QUEUE_OVERRIDE,
+            Cap.QUEUE_LIMIT_GLOBAL,
         }
     ),
 )
@@ -455,9 +455,7 @@ class StoreFacets:
             clock=store if Cap.DATABASE_CLOCK in caps and isinstance(store, ServerClock) else None,
             schedules=store if Cap.CRON in caps and isinstance(store, Schedules) else None,
             leadership=(
-                store
-                if Cap.LEADER_ELECTION in caps and isinstance(store, Leadership)
-                else None
+                store if Cap.LEADER_ELECTION in caps and isinstance(store, Leadership) else None
             ),
             queue_control=(
                 store

@@ -237,17 +237,25 @@ class MemoryStore(MemorySchedules, MemoryPauses):
         Each queue of the request in its order, for at most its own limit and
         what the request still wants (``Cap.QUEUE``); a paused queue gives nothing,
         and a paused workflow's steps are passed over (``Cap.PAUSE_QUEUE``,
-        ``Cap.PAUSE_WORKFLOW``).
+        ``Cap.PAUSE_WORKFLOW``). A queue with a global limit gives at most the limit
+        minus its steps running now, counted under the store's lock, as a SQL store
+        counts under the queue's limiter row (``Cap.QUEUE_LIMIT_GLOBAL``).
         """
         with self._lock:
             claimed: list[ClaimedAttempt] = []
             for queue in request.queues:
                 left = request.limit - len(claimed)
                 wanted = left if queue.limit is None else min(queue.limit, left)
+                if queue.global_limit is not None:
+                    wanted = min(wanted, queue.global_limit - self._running_in(queue.name))
                 if wanted <= 0 or self._paused(PauseKind.QUEUE, queue.name):
                     continue
                 claimed.extend(self._claim_queue(request, queue.name, wanted))
             return claimed
+
+    def _running_in(self, queue: str) -> int:
+        """Steps of ``queue`` running now, leases expired or not (lock held)."""
+        return sum(1 for step in self._running.values() if step.run.queue == queue)
 
     def _claim_queue(self, request: ClaimRequest, queue: str, limit: int) -> list[ClaimedAttempt]:
         """Lease up to ``limit`` of ``queue``'s most urgent due, ready steps (lock held)."""

@@ -142,6 +142,10 @@ class Store(Protocol):
         queue is drained first; within a queue, highest priority first, then
         earliest due. A run is claimed only from the queue it was created on
         (``NewRun.queue``: its workflow's, or an override, ``Cap.QUEUE_OVERRIDE``).
+        A queue with a ``global_limit`` (``Cap.QUEUE_LIMIT_GLOBAL``) gives at most
+        that limit minus its steps running now, on every client (an attempt whose
+        lease ran out counts until it is reclaimed), counted and taken atomically:
+        two claims at once never run more than the limit together.
         Each claimed step becomes ``running`` with a fresh token,
         ``lease_until``, the node id and its attempt number incremented. Two
         concurrent claims never return the same attempt.
