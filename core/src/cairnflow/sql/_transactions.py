@@ -188,8 +188,9 @@ class Transactions:
         dialect = self.dialect
         text = dialect.sql(sql)
         values = [tuple(row) for row in rows]
-        for row in values:
-            check_statement(dialect, cursor, text, row)
+        if dialect.statement_limit is not None:  # no call per row of a batch without a limit
+            for row in values:
+                check_statement(dialect, cursor, text, row)
         self.stats.count(statements=1)
         if len(values) == 1:
             cursor.execute(text, values[0])
