@@ -380,7 +380,7 @@ class Client(ScheduleMethods, QueueMethods):
         A stop during a :meth:`drain` ends the drain's wait at once. The stop
         is reported by :meth:`wait_stopped` (``StopCause.REQUESTED``).
         """
-        self._halt(StopCause.REQUESTED, grace, timeout)
+        self._halt(StopCause.REQUESTED, grace, timeout, cut=True)
 
     def drain(self, timeout: float = 30.0, *, join_timeout: float = 10.0) -> StopReport:
         """Stop claiming at once, let running attempts finish, then stop (``Cap.DRAIN``).
@@ -396,7 +396,7 @@ class Client(ScheduleMethods, QueueMethods):
         self._state.require(Cap.DRAIN, "drain()")
         self._refuse_enqueue_only("drain()")
         timeout = check_seconds("timeout", timeout, zero=True)
-        report = self._halt(StopCause.DRAINED, timeout, join_timeout)
+        report = self._halt(StopCause.DRAINED, timeout, join_timeout, cut=False)
         return report if report is not None else StopReport(StopCause.DRAINED)
 
     def stop_when_idle(self, grace: float, *, drain_timeout: float = 30.0) -> None:
@@ -439,10 +439,16 @@ class Client(ScheduleMethods, QueueMethods):
             raise RuntimeError(f"{what}: this client is enqueue_only and never runs steps")
 
     def _stop_from_watch(self, cause: StopCause, grace: float) -> None:
-        self._halt(cause, grace, 10.0)
+        self._halt(cause, grace, 10.0, cut=False)
 
-    def _halt(self, cause: StopCause, grace: float, timeout: float) -> StopReport | None:
-        """Stop for ``cause`` (one stop per client); the report, or None if never started."""
+    def _halt(
+        self, cause: StopCause, grace: float, timeout: float, *, cut: bool
+    ) -> StopReport | None:
+        """Stop for ``cause`` (one stop per client); the report, or None if never started.
+
+        On a client stopping already, wait for that stop; with ``cut`` (a ``stop()``)
+        end its drain's wait first, so what still runs is handed back at once.
+        """
         with self._lifecycle:
             if not self._started:
                 return None
@@ -451,9 +457,10 @@ class Client(ScheduleMethods, QueueMethods):
                 self._stopped = True
                 self._halting = threading.get_ident()
         if not first:
-            # Stopping already (a drain, or a stop by the watch): cut its wait short,
-            # and wait for it, unless this is its own thread (a signal handler in it).
-            self._cut.set()
+            # Stopping already (a drain, or a stop by the watch): wait for it, unless this
+            # is its own thread (a signal handler that runs in it).
+            if cut:
+                self._cut.set()
             if self._halting != threading.get_ident():
                 self._halted.wait(timeout + 1.0)
             return self._report

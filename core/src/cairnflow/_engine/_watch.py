@@ -124,6 +124,9 @@ class StopWatch:
                     return
             if recycle is not None and recycle.jobs is not None:
                 tick = min(tick, 0.1)  # the last job's claim is noticed soon
+            if recycle is not None and recycle.seconds is not None:
+                left = self._started_at + recycle.seconds - monotonic()
+                tick = min(tick, max(0.01, left))
             self._poke.wait(tick)
             self._poke.clear()
 
