@@ -439,10 +439,11 @@ class Client(ScheduleMethods, QueueMethods):
             raise RuntimeError(f"{what}: this client is enqueue_only and never runs steps")
 
     def _stop_from_watch(self, cause: StopCause, grace: float) -> None:
-        self._halt(cause, grace, 10.0, cut=False)
+        # Never waits for a stop begun elsewhere: that stop joins this thread.
+        self._halt(cause, grace, 10.0, cut=False, wait=False)
 
     def _halt(
-        self, cause: StopCause, grace: float, timeout: float, *, cut: bool
+        self, cause: StopCause, grace: float, timeout: float, *, cut: bool, wait: bool = True
     ) -> StopReport | None:
         """Stop for ``cause`` (one stop per client); the report, or None if never started.
 
@@ -461,7 +462,7 @@ class Client(ScheduleMethods, QueueMethods):
             # is its own thread (a signal handler that runs in it).
             if cut:
                 self._cut.set()
-            if self._halting != threading.get_ident():
+            if wait and self._halting != threading.get_ident():
                 self._halted.wait(timeout + 1.0)
             return self._report
         try:

@@ -16,6 +16,9 @@ when:
   keeps it busy. Each look lists the unfinished runs of each workflow
   (``list_runs`` with ``states={ACTIVE}``, newest first) and the newest runs,
   so a run enqueued and finished between two looks still restarts the grace.
+  A look stops at the first unfinished run on a served queue; ``list_runs`` has no
+  queue filter, so only unfinished runs on queues the client does not serve are
+  paged through (pages of 200), once per look (at most one a second).
 """
 
 from __future__ import annotations
