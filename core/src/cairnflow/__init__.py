@@ -53,6 +53,7 @@ from ._errors import (
     ValueRefused,
     WaitTimeout,
 )
+from ._fleet import HandedBack, Recycle, StopCause, StopReport
 from ._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
 from ._queues import QueueConfig
 from ._version import SPI_VERSION, __version__
@@ -80,6 +81,7 @@ __all__ = [
     "DuplicateRun",
     "Elector",
     "ErrorInfo",
+    "HandedBack",
     "InvalidName",
     "JSONCodec",
     "Job",
@@ -94,6 +96,7 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "QueueConfig",
+    "Recycle",
     "RetryPolicy",
     "RunFailed",
     "RunInfo",
@@ -116,6 +119,8 @@ __all__ = [
     "StepKind",
     "StepStatus",
     "StepTimeout",
+    "StopCause",
+    "StopReport",
     "Store",
     "StoreOpenError",
     "TickEvent",

@@ -31,6 +31,7 @@ from .enqueue import (
     RetriedEnqueueTests,
 )
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
+from .fleet import FleetTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
 from .processes import MultiProcessTests
@@ -74,6 +75,7 @@ class ConformanceSuite(
     QueueTests,
     GlobalLimitTests,
     PauseTests,
+    FleetTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -32,6 +32,16 @@ def _idle(kit: Kit, *workflows: cf.Workflow) -> cf.Client:
     return kit.client(_plain(), *workflows, start=False)
 
 
+def _started(kit: Kit) -> cf.Client:
+    return kit.client(_plain())
+
+
+def _stopped(kit: Kit) -> cf.Client:
+    client = kit.client(_plain())
+    client.stop()
+    return client
+
+
 def _needs(cap: Cap, build: Callable[[cf.Workflow], object]) -> Callable[[Kit], None]:
     """A refusal at ``start()``, then at ``register()`` on a running client."""
 
@@ -161,6 +171,11 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")
     ),
+    Refusal(Cap.DRAIN, "drain", lambda k: _started(k).drain(timeout=1)),
+    Refusal(Cap.DRAIN, "stop-when-idle", lambda k: _started(k).stop_when_idle(1)),
+    Refusal(Cap.DRAIN, "recycle", lambda k: cf.Client(k.store, recycle=cf.Recycle(jobs=1))),
+    Refusal(Cap.SHUTDOWN_REQUEUE, "wait-stopped", lambda k: _stopped(k).wait_stopped(1)),
+    Refusal(Cap.ENQUEUE_ONLY, "enqueue-only", lambda k: cf.Client(k.store, enqueue_only=True)),
 )
 """Every client API whose capability a store may leave out."""
 

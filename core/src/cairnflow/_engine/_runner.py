@@ -80,7 +80,7 @@ class StepRunner:
         The worker does not wait for the write: the attempt keeps its slot and
         its lease until the committer has written the outcome.
         """
-        if running.finalized:
+        if not running.begin():
             return
         started = monotonic()
         try:

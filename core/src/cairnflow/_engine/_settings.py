@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from .._caps import Cap
 from .._checks import check_int, check_seconds
 from .._errors import InvalidName, Unsupported
+from .._fleet import Recycle, check_recycle
 from .._names import check_name
 from .._queues import QueueConfig
 
@@ -59,6 +60,10 @@ class Settings:
     queues: tuple[QueueConfig, ...] = ()
     """The queues this client serves, as configured, each with its ``workers`` filled in
     (empty: the queues of its registered workflows, each with the client's workers)."""
+    recycle: Recycle | None = None
+    """When the client drains and stops by itself (``Cap.DRAIN``); None: never."""
+    enqueue_only: bool = False
+    """True for a client that only enqueues and reads (``Cap.ENQUEUE_ONLY``): never started."""
 
     @property
     def runs_steps(self) -> bool:
@@ -94,6 +99,8 @@ class Settings:
         tick_retention: object = 7 * 86_400.0,
         enqueue_timeout: object = 30.0,
         queues: object = None,
+        recycle: object = None,
+        enqueue_only: object = False,
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
@@ -111,6 +118,16 @@ class Settings:
         node = node_id if node_id is not None else _default_node_id()
         if not isinstance(node, str) or not 1 <= len(node) <= 255 or not node.isprintable():
             raise InvalidName(f"invalid node_id {node!r}: 1 to 255 printable characters")
+        checked_recycle = check_recycle(recycle)
+        if checked_recycle is not None and Cap.DRAIN not in capabilities:
+            raise Unsupported(Cap.DRAIN, "Client(recycle=...)")
+        if not isinstance(enqueue_only, bool):
+            raise TypeError(f"enqueue_only must be True or False, got {enqueue_only!r}")
+        if enqueue_only:
+            if Cap.ENQUEUE_ONLY not in capabilities:
+                raise Unsupported(Cap.ENQUEUE_ONLY, "Client(enqueue_only=True)")
+            if checked_recycle is not None:
+                raise ValueError("an enqueue_only client never runs steps: it takes no recycle")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         return cls(
@@ -131,6 +148,8 @@ class Settings:
                 queue if queue.workers is not None else replace(queue, workers=workers)
                 for queue in configured
             ),
+            recycle=checked_recycle,
+            enqueue_only=enqueue_only,
         )
 
 

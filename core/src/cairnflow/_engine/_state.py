@@ -92,6 +92,12 @@ class EngineState:
         outcome, in seconds (written by the workers)."""
         self.write_time = 0.0
         """A moving average of how long the committer's writes take, in seconds."""
+        self.claimed_total = 0
+        """Attempts this client claimed since it started (what ``Recycle.jobs`` counts)."""
+        self.max_claims: int | None = settings.recycle.jobs if settings.recycle else None
+        """With ``Recycle(jobs=n)``: the client claims no more than ``n`` attempts in all."""
+        self.claims_spent = threading.Event()
+        """Set once :attr:`max_claims` attempts were claimed (the recycle watch drains then)."""
 
     # -- capabilities -------------------------------------------------------------------
     def require(self, cap: Cap, what: str) -> None:
@@ -308,6 +314,8 @@ class EngineState:
             total = (
                 self.settings.workers + ahead - self.in_flight - self.reserved + sum(freed.values())
             )
+            if self.max_claims is not None:
+                total = min(total, self.max_claims - self.claimed_total - self.reserved)
             if total <= 0:
                 return None  # the queues' flags stay set: the next freed slot claims
             asks: list[tuple[QueueSlots, int]] = []
@@ -365,6 +373,10 @@ class EngineState:
             self._free(freed)
             self._hold(attempts)
             note_claimed(self.queues, request.queues, request.limit, claimed)
+            self.claimed_total += len(claimed)
+            spent = self.max_claims is not None and self.claimed_total >= self.max_claims
+        if spent:
+            self.claims_spent.set()
         for running in attempts:
             self.handoff.put(running)
         if len(claimed) >= request.limit:

@@ -4,10 +4,10 @@ The commands are defined in :mod:`._commands`; the pause commands, in a module o
 their own (:mod:`._pauses`), are added to the group here.
 """
 
-from ._commands import main, run
+from ._commands import RECYCLE_EXIT_STATUS, main, run
 from ._pauses import pause, pauses, resume
 
 for _command in (pause, resume, pauses):
     main.add_command(_command)
 
-__all__ = ["main", "run"]
+__all__ = ["RECYCLE_EXIT_STATUS", "main", "run"]

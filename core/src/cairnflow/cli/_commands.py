@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import Client, QueueConfig, Workflow, __version__
+from .. import Cap, Client, QueueConfig, Recycle, StopCause, StopReport, Workflow, __version__
 from .._errors import CairnError
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
@@ -24,7 +24,12 @@ from ..sql import SQLStore
 from ..store import Store
 from ._queues import parse_queues
 
-__all__ = ["main", "store_option"]
+__all__ = ["RECYCLE_EXIT_STATUS", "main", "store_option"]
+
+RECYCLE_EXIT_STATUS = 75
+"""``cairn worker``'s exit status after a recycle (``--max-jobs``, ``--max-seconds``,
+``--max-memory-mb``): EX_TEMPFAIL of sysexits.h, "try again": a supervisor starts a
+fresh process. A stop on a signal or when idle exits 0."""
 
 console = Console()
 
@@ -192,6 +197,42 @@ def _load_app(spec: str) -> list[Workflow]:
 )
 @click.option("--node-id", default=None)
 @click.option(
+    "--max-jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Recycle: take this many attempts, drain, exit {RECYCLE_EXIT_STATUS}.",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help=f"Recycle: after running this long, drain and exit {RECYCLE_EXIT_STATUS}.",
+)
+@click.option(
+    "--max-memory-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help=f"Recycle: once resident memory reaches this (MiB), drain and exit "
+    f"{RECYCLE_EXIT_STATUS}.",
+)
+@click.option(
+    "--stop-when-idle",
+    "idle_grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Drain and exit 0 once no unfinished run of the --app workflows on the served "
+    "queues existed for SECONDS.",
+)
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="On SIGTERM/SIGINT, an idle stop or a recycle: how long running steps get to "
+    "finish before they are handed back (a second signal hands them back at once).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -208,30 +249,64 @@ def worker(
     max_reclaims: int,
     prefetch: int | None,
     node_id: str | None,
+    max_jobs: int | None,
+    max_seconds: float | None,
+    max_memory_mb: float | None,
+    idle_grace: float | None,
+    drain_timeout: float,
     log_level: str,
     pairs: tuple[str, ...],
 ) -> None:
-    """Run workflows from --app on URL until SIGINT or SIGTERM."""
+    """Run workflows from --app on URL until SIGTERM or SIGINT, then drain.
+
+    On the first SIGTERM or SIGINT the worker stops claiming, lets running steps
+    finish for up to --drain-timeout seconds and hands the rest back to the other
+    workers; a second signal hands them back at once. Exit status: 0 after a
+    signal or --stop-when-idle; 75 (EX_TEMPFAIL) after a recycle (--max-jobs,
+    --max-seconds, --max-memory-mb), for a supervisor to start a fresh process.
+    """
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     workflows = _load_app(app)
     store = _open(url, pairs)
-    client = Client(
-        store,
-        workers=workers,
-        queues=queues,
-        poll_interval=poll_interval,
-        lease=lease,
-        max_reclaims=max_reclaims,
-        prefetch=prefetch,
-        node_id=node_id,
-    )
-    client.register(*workflows)
+    recycle = None
+    if max_jobs is not None or max_seconds is not None or max_memory_mb is not None:
+        recycle = Recycle(
+            jobs=max_jobs,
+            seconds=max_seconds,
+            memory_mb=max_memory_mb,
+            drain_timeout=drain_timeout,
+        )
+    try:
+        client = Client(
+            store,
+            workers=workers,
+            queues=queues,
+            poll_interval=poll_interval,
+            lease=lease,
+            max_reclaims=max_reclaims,
+            prefetch=prefetch,
+            node_id=node_id,
+            recycle=recycle,
+        )
+        client.register(*workflows)
+        if idle_grace is not None:
+            client.stop_when_idle(idle_grace, drain_timeout=drain_timeout)
+    except BaseException:
+        store.close()
+        raise
     done = threading.Event()
+    signals = 0
 
     def on_signal(signum: int, _frame: object) -> None:
+        nonlocal signals
+        signals += 1
         done.set()
+        if signals > 1:
+            # A second signal: hand what still runs back now (it cuts the drain short; one
+            # that lands before the drain began stops the client at once).
+            client.stop()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -239,13 +314,35 @@ def worker(
     names = ", ".join(w.name for w in workflows)
     served = ", ".join(q.name for q in queues) if queues else "their queues"
     console.print(f"worker {client.node_id} running {names} ({served}) on {_where(store)}")
+    report: StopReport | None = None
     try:
-        while not done.wait(1.0):
+        # Wait in slices: the kernel may deliver a signal to any thread, and Python runs
+        # the handler only when the main thread wakes up. The client may stop by itself
+        # (idle, recycle): then its own thread drains it.
+        while not done.wait(0.2) and client.running:
             pass
+        if client.running:
+            console.print(f"draining: running steps get up to {drain_timeout:g}s to finish")
+        report = _drain(client, drain_timeout)
     finally:
-        console.print("stopping: handing running steps back")
-        client.stop()
+        if report is None:
+            client.stop()
         store.close()
+    back = len(report.handed_back)
+    console.print(f"stopped ({report.cause.value}); {back} attempt(s) handed back")
+    if report.cause.recycle:
+        sys.exit(RECYCLE_EXIT_STATUS)
+
+
+def _drain(client: Client, timeout: float) -> StopReport:
+    """Drain ``client`` (or wait for the stop it began itself) and return the report."""
+    if Cap.DRAIN in client.capabilities:  # drain() waits for a stop begun already
+        report = client.drain(timeout)
+        if Cap.SHUTDOWN_REQUEUE in client.capabilities:
+            return client.wait_stopped()
+        return report
+    client.stop(grace=timeout)  # a store without DRAIN: the same, without a report
+    return StopReport(StopCause.REQUESTED)
 
 
 @main.command()

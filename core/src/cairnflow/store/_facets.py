@@ -354,7 +354,15 @@ FACETS: tuple[Facet, ...] = (
 )
 """Every facet of this SPI version, the kernel first."""
 
-ENGINE_ONLY: frozenset[Cap] = frozenset()
+ENGINE_ONLY: frozenset[Cap] = frozenset(
+    {
+        # #15, a fleet that deploys cleanly: the client stops over the kernel's hand_back,
+        # judges idleness through list_runs, and an enqueue-only client only enqueues.
+        Cap.DRAIN,
+        Cap.SHUTDOWN_REQUEUE,
+        Cap.ENQUEUE_ONLY,
+    }
+)
 """Capabilities the engine enforces over the kernel alone (no store method carries them)."""
 
 _BY_CAP = {cap: facet for facet in FACETS for cap in facet.capabilities}

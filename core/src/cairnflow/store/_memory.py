@@ -113,11 +113,13 @@ class MemoryStore(MemorySchedules, MemoryPauses):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
-        KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
-    ) | facet_capabilities(Schedules, Leadership, QueueControl)
+        (KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY})
+        | facet_capabilities(Schedules, Leadership, QueueControl)
+        | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
+    )
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
-    the clients of this object only), and the schedules, leadership and queue control
-    facets."""
+    the clients of this object only), the schedules, leadership and queue control
+    facets, and what the engine enforces over the kernel (drain, enqueue-only)."""
     spi_version = SPI_VERSION
 
     def __init__(self) -> None:
