@@ -38,6 +38,7 @@ from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .schedules import ScheduleTests
+from .state import JournalTests, LockTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
@@ -74,6 +75,8 @@ class ConformanceSuite(
     QueueTests,
     GlobalLimitTests,
     PauseTests,
+    JournalTests,
+    LockTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

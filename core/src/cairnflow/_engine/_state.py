@@ -22,6 +22,7 @@ from ..clock import Clock
 from ..codec import Codec
 from ..notify import Notifier
 from ..retry import JitterSource
+from ..state import Journal, Locks
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim, Store, StoreFacets
 from ..workflow import Workflow
 from ._attempt import RunningAttempt
@@ -87,6 +88,8 @@ class EngineState:
         self.running = False
         self.finished = threading.Condition()
         self._timers: list[int] = []
+        self._journal: Journal | None = None
+        self._locks: Locks | None = None
         self.attempt_time = 0.0
         """A moving average of how long an attempt runs, from its worker's start to its
         outcome, in seconds (written by the workers)."""
@@ -98,6 +101,28 @@ class EngineState:
         """Raise :class:`Unsupported` unless the store declared ``cap``."""
         if cap not in self.caps:
             raise Unsupported(cap, what, store=f"the {self.store.describe().driver} store")
+
+    # -- durable step state (made on first use: most clients never memo or lock) ----------
+    def journal(self, what: str) -> Journal:
+        """The client's :class:`~cairnflow.Journal` (its codec, payload limit and clock)."""
+        self.require(Cap.JOURNAL, what)
+        journal = self._journal
+        if journal is None:
+            journal = self._journal = Journal(
+                self.store,
+                codec=self.codec,
+                payload_limit=self.settings.payload_limit,
+                clock=self.clock,
+            )
+        return journal
+
+    def locks(self, what: str) -> Locks:
+        """The client's :class:`~cairnflow.Locks` (on the database's clock where there is one)."""
+        self.require(Cap.LOCKS, what)
+        locks = self._locks
+        if locks is None:
+            locks = self._locks = Locks(self.store)
+        return locks
 
     # -- payloads ----------------------------------------------------------------------------
     def encode(self, value: object, what: str) -> bytes:
