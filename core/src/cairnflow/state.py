@@ -26,10 +26,10 @@ from typing import Any
 
 from ._caps import Cap
 from ._checks import check_int, check_seconds
-from ._errors import LeaseLost, PayloadTooLarge, Unsupported
+from ._errors import LeaseLost, Unsupported
 from ._names import check_name
 from .clock import Clock, DatabaseClock, Real
-from .codec import Codec, JSONCodec
+from .codec import Codec, JSONCodec, encode_within
 from .store import HeldLock, Journaling, Locking, Store, StoreFacets
 
 __all__ = ["Journal", "Locks"]
@@ -117,14 +117,7 @@ class Journal:
 
     def encode(self, value: Any, name: str) -> bytes:
         """``value`` by the codec, within the payload limit (refused before any write)."""
-        what = f"the result of memo {name!r}"
-        try:
-            data = self._codec.encode(value)
-        except (TypeError, ValueError, RecursionError) as error:
-            raise TypeError(f"{what} cannot be encoded by the {self._codec.name} codec") from error
-        if self._limit is not None and len(data) > self._limit:
-            raise PayloadTooLarge(len(data), self._limit, what)
-        return data
+        return encode_within(self._codec, value, f"the result of memo {name!r}", self._limit)
 
 
 class Locks:

@@ -16,10 +16,10 @@ import threading
 from collections.abc import Collection, Iterable, Sequence
 
 from .._caps import Cap
-from .._errors import PayloadTooLarge, Unsupported
+from .._errors import Unsupported
 from .._queues import DEFAULT_QUEUE, QueueConfig
 from ..clock import Clock
-from ..codec import Codec
+from ..codec import Codec, encode_within
 from ..notify import Notifier
 from ..retry import JitterSource
 from ..state import Journal, Locks
@@ -126,26 +126,11 @@ class EngineState:
 
     # -- payloads ----------------------------------------------------------------------------
     def encode(self, value: object, what: str) -> bytes:
-        """``value`` encoded by the client's codec, within the payload limit.
+        """``value`` encoded by the client's codec, within ``payload_limit``.
 
-        The one check of every value a client writes (payloads, signal payloads,
-        step outputs, progress): ``TypeError`` naming ``what`` when the codec
-        cannot encode it (a value nested too deep included), and
-        :class:`~cairnflow.PayloadTooLarge` when it is over ``payload_limit``.
+        The one check of every value a client writes (:func:`~cairnflow.codec.encode_within`).
         """
-        codec = self.codec
-        try:
-            data = codec.encode(value)
-        except PayloadTooLarge:
-            raise
-        except (TypeError, ValueError, RecursionError) as error:
-            reason = "it is nested too deep" if isinstance(error, RecursionError) else str(error)
-            message = f"{what} cannot be encoded by the {codec.name} codec: {reason}"
-            raise TypeError(message) from error
-        limit = self.settings.payload_limit
-        if limit is not None and len(data) > limit:
-            raise PayloadTooLarge(len(data), limit, what)
-        return data
+        return encode_within(self.codec, value, what, self.settings.payload_limit)
 
     # -- registry ---------------------------------------------------------------------------
     def register(self, workflow: Workflow) -> None:
