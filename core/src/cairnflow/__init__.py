@@ -63,6 +63,7 @@ from .drivers import open_store
 from .notify import LocalNotifier, Notifier
 from .retry import NO_RETRY, Backoff, RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, Window
+from .state import Journal, Locks
 from .store import MemoryStore, SignalResult, Store
 from .workflow import DEFAULT_QUEUE, Sleep, Step, Wait, Workflow
 
@@ -85,8 +86,10 @@ __all__ = [
     "InvalidName",
     "JSONCodec",
     "Job",
+    "Journal",
     "LeaseLost",
     "LocalNotifier",
+    "Locks",
     "MemoryStore",
     "Misfire",
     "Notifier",

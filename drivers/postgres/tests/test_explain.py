@@ -133,13 +133,39 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 CROSS JOIN (VALUES ('queue'), ('workflow')) AS k (kind)""",
                 {"now": NOW},
             )
+            # 5,000 memoised results of 1,000 runs, and 5,000 named locks: by primary key.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.journal} (scope, step, name, value, recorded_at)
+                SELECT 'run_' || g, 'a', 'memo_' || k, '\\x7b7d'::bytea, %(now)s
+                FROM generate_series(1, 1000) AS g CROSS JOIN generate_series(1, 5) AS k""",
+                {"now": NOW},
+            )
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.locks} (name, token, taken_at, expires_at)
+                SELECT 'lock_' || g, 'secret', %(now)s, %(now)s
+                FROM generate_series(1, 5000) AS g""",
+                {"now": NOW},
+            )
             # 1,000 limited queues: a limited claim locks its queue's row by the primary key.
             admin_conn.execute(
                 f"""
                 INSERT INTO {t.limits} (kind, name)
                 SELECT 'queue', 'limited_' || g FROM generate_series(1, 1000) AS g"""
             )
-        tables = (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders, t.pauses, t.limits)
+        tables = (
+            t.runs,
+            t.steps,
+            t.signals,
+            t.schedules,
+            t.ticks,
+            t.leaders,
+            t.pauses,
+            t.limits,
+            t.journal,
+            t.locks,
+        )
         for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
         yield store
@@ -239,6 +265,14 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         # in the queue's range of the running steps alone.
         "lock_limiter": (q.lock_limiter, ("queue", "limited_7")),
         "count_running": (q.count_running, ("default",)),
+        # Durable step state: a memo's probe and its fence (the attempt's step row), a
+        # lock's take, extension and release, each by a primary key.
+        "read_journal": (q.read_journal, (hot_run, "a", "memo_7")),
+        "hold_step": (q.hold_step, (hot_step, "secret")),
+        "lock_named": (q.lock_named, ("lock_7",)),
+        "take_named": (q.take_named, ("secret", NOW, NOW, "lock_7")),
+        "extend_named": (q.extend_named, (NOW, "lock_7", "secret", NOW)),
+        "release_named": (q.release_named, ("lock_7", "secret")),
     }
     return statements
 
@@ -288,6 +322,10 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("claim", "claim, one workflow", "find_pause", "delete_pause"):
         assert f"{prefix}pauses_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}limits_pkey" in indexes["lock_limiter"]
+    assert f"{prefix}journal_pkey" in indexes["read_journal"]
+    assert f"{prefix}steps_pkey" in indexes["hold_step"], indexes["hold_step"]
+    for name in ("lock_named", "take_named", "extend_named", "release_named"):
+        assert f"{prefix}locks_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
 
 

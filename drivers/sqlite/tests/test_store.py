@@ -37,6 +37,7 @@ MIGRATIONS = [
     "005_queues",
     "006_pauses",
     "007_limits",
+    "008_state",
 ]
 
 
@@ -171,7 +172,7 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits are",
+        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -194,7 +195,7 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits are",
+        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -408,6 +409,14 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         # counted in the queue's range of the running ones alone.
         "lock_limiter": ((q.lock_limiter, ("queue", "q")), "sqlite_autoindex_cf_limits_1"),
         "count_running": ((q.count_running, ("q",)), "cf_steps_running_queue"),
+        # Durable step state (schema 8): a memo's probe, fence and record, a lock's take,
+        # extension and release, each by a primary key.
+        "read_journal": ((q.read_journal, ("r1", "a", "m")), "sqlite_autoindex_cf_journal_1"),
+        "hold_step": ((q.hold_step, ("s1", "t")), "sqlite_autoindex_cf_steps_1"),
+        "lock_named": ((q.lock_named, ("n",)), "sqlite_autoindex_cf_locks_1"),
+        "take_named": ((q.take_named, ("t", 1, 2, "n")), "sqlite_autoindex_cf_locks_1"),
+        "extend_named": ((q.extend_named, (2, "n", "t", 1)), "sqlite_autoindex_cf_locks_1"),
+        "release_named": ((q.release_named, ("n", "t")), "sqlite_autoindex_cf_locks_1"),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():

@@ -39,6 +39,7 @@ from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .schedules import ScheduleTests
+from .state import JournalTests, LockTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
@@ -76,6 +77,8 @@ class ConformanceSuite(
     GlobalLimitTests,
     PauseTests,
     FleetTests,
+    JournalTests,
+    LockTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

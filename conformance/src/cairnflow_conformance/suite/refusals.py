@@ -176,6 +176,11 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.DRAIN, "recycle", lambda k: cf.Client(k.store, recycle=cf.Recycle(jobs=1))),
     Refusal(Cap.SHUTDOWN_REQUEUE, "wait-stopped", lambda k: _stopped(k).wait_stopped(1)),
     Refusal(Cap.ENQUEUE_ONLY, "enqueue-only", lambda k: cf.Client(k.store, enqueue_only=True)),
+    Refusal(Cap.JOURNAL, "journal", lambda k: cf.Journal(k.store)),
+    Refusal(Cap.LOCKS, "locks", lambda k: cf.Locks(k.store)),
+    Refusal(Cap.LOCKS, "client-lock", lambda k: _idle(k).lock("kit-lock", 5)),
+    Refusal(Cap.LOCKS, "client-unlock", lambda k: _idle(k).unlock("kit-lock", "token")),
+    Refusal(Cap.LOCKS, "client-extend-lock", lambda k: _idle(k).extend_lock("kit-lock", "t", 5)),
 )
 """Every client API whose capability a store may leave out."""
 
@@ -192,10 +197,20 @@ def _reports(ctx: cf.StepContext, data: Any) -> None:
     ctx.progress({"done": 1})
 
 
+def _memoises(ctx: cf.StepContext, data: Any) -> None:
+    ctx.memo("kit-memo", print, "never printed")
+
+
+def _locks(ctx: cf.StepContext, data: Any) -> None:
+    ctx.lock("kit-lock", 5)
+
+
 STEP_REFUSALS: tuple[tuple[Cap, str, Callable[[cf.StepContext, Any], None]], ...] = (
     (Cap.SNOOZE, "snooze", _snoozes),
     (Cap.HEARTBEAT, "heartbeat", _beats),
     (Cap.PROGRESS, "progress", _reports),
+    (Cap.JOURNAL, "memo", _memoises),
+    (Cap.LOCKS, "lock", _locks),
 )
 """What a step asks of the store while it runs; refused by failing the step."""
 

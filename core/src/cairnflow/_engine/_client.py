@@ -41,6 +41,7 @@ from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
+from ._lock_api import LockMethods
 from ._queue_api import QueueMethods
 from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
@@ -56,7 +57,7 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods):
+class Client(ScheduleMethods, QueueMethods, LockMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.

@@ -27,6 +27,7 @@ from .._errors import (
 )
 from .._models import StepKind
 from ..context import StepContext
+from ..state import Locks
 from ..store import (
     AttemptState,
     ClaimedAttempt,
@@ -50,7 +51,7 @@ _NS = 1_000_000_000
 
 
 class _Control:
-    """What ``ctx.heartbeat()`` and ``ctx.progress()`` call."""
+    """What ``ctx.heartbeat()``, ``ctx.progress()``, ``ctx.memo()`` and ``ctx.lock()`` call."""
 
     __slots__ = ("_attempt", "_runner")
 
@@ -63,6 +64,14 @@ class _Control:
 
     def progress(self, value: Any) -> None:
         self._runner.progress(self._attempt, value)
+
+    def memo(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return self._runner.memo(self._attempt, name, fn, args, kwargs)
+
+    def locks(self, what: str) -> Locks:
+        return self._runner.locks(what)
 
 
 class StepRunner:
@@ -322,6 +331,36 @@ class StepRunner:
         started = monotonic()
         verdict = state.store.record_progress(running.token, encoded, state.now())
         self._apply_verdict(running, verdict, started)
+
+    def memo(
+        self,
+        running: RunningAttempt,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """``ctx.memo(name, fn, ...)``: the result recorded for this step, or ``fn``'s, recorded.
+
+        The record is fenced by the attempt's lease: an attempt that lost it
+        records nothing, is finalized as lost here (its outcome is not written)
+        and gets :class:`~cairnflow.LeaseLost`.
+        """
+        journal = self._state.journal("ctx.memo()")
+        _raise_if_over(running)
+        claimed = running.claimed
+        try:
+            return journal.run(
+                claimed.run_id, claimed.step, name, fn, args, kwargs, lease=running.token
+            )
+        except LeaseLost:
+            if running.finalize(End.LEASE_LOST):
+                running.cancel()
+            raise
+
+    def locks(self, what: str) -> Locks:
+        """The client's named locks (``ctx.lock()`` and its kin)."""
+        return self._state.locks(what)
 
     def _apply_verdict(
         self, running: RunningAttempt, verdict: AttemptState, started: float

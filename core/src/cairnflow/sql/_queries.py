@@ -161,6 +161,17 @@ class Queries:
         self.insert_pause = r(s.INSERT_PAUSE)
         self.delete_pause = r(s.DELETE_PAUSE)
         self.list_pauses = r(s.LIST_PAUSES)
+        # -- the journal
+        self.read_journal = r(s.READ_JOURNAL)
+        self.hold_step = r(s.HOLD_STEP)
+        self.insert_journal = r(s.INSERT_JOURNAL)
+        # -- named locks
+        self.lock_named = r(s.LOCK_NAMED)
+        self.read_named = r(s.READ_NAMED)
+        self.insert_named = r(s.INSERT_NAMED)
+        self.take_named = r(s.TAKE_NAMED)
+        self.extend_named = r(s.EXTEND_NAMED)
+        self.release_named = r(s.RELEASE_NAMED)
         # -- global queue limits
         self.find_limiter = r(s.FIND_LIMITER)
         self.insert_limiter = r(s.INSERT_LIMITER)

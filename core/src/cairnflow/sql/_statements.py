@@ -1,17 +1,17 @@
 """Every statement of the SQL store, by name, in portable SQL with ``?`` placeholders.
 
-Templates, grouped by the transition that runs them, so a statement is found
-by its name and read as SQL. :class:`~cairnflow.sql.Queries` renders them once
-per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``,
-``{schedules}``, ``{ticks}``, ``{leaders}``, ``{pauses}``, ``{limits}`` and
+Templates, grouped by the transition that runs them, so a statement is found by its name
+and read as SQL. :class:`~cairnflow.sql.Queries` renders them once per store
+(:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
+``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}`` and
 ``{migrations}`` become the namespace's quoted tables, ``{for_update}``,
-``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and
-the column lists below are filled in. What only a call knows is left in braces
-for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
-one ``?`` per item (:func:`~cairnflow.sql._queries.marks`), ``{held}`` one
-fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}``
-one primary key per tick, ``{ready}`` the claim's ready subquery, ``{whens}``
-and ``{filters}`` optional clauses. Values are always bound, never formatted in.
+``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and the column
+lists below are filled in. What only a call knows is left in braces for the call to
+fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get one ``?`` per item
+(:func:`~cairnflow.sql._queries.marks`), ``{held}`` one fenced pair per lease
+(:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}`` one primary key per tick,
+``{ready}`` the claim's ready subquery, ``{whens}`` and ``{filters}`` optional clauses.
+Values are always bound, never formatted in.
 
 Every write of an attempt is fenced by its lease: ``WHERE id = ? AND
 lease_token = ? AND status = 'running'``. Every transition of a run locks the
@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 __all__ = [
     "LEADER_COLUMNS",
+    "LOCK_COLUMNS",
     "NEW_RUN_VALUES",
     "NEW_STEP_VALUES",
     "PAUSE_COLUMNS",
@@ -66,6 +67,8 @@ LEADER_COLUMNS = "role, node, term, lease_until"
 """A role's leadership lease (:class:`~cairnflow.sql._rows.LeaderRow`)."""
 PAUSE_COLUMNS = "kind, name, paused_at"
 """A paused queue or workflow (:class:`~cairnflow.sql._rows.PauseRow`)."""
+LOCK_COLUMNS = "name, token, taken_at, expires_at"
+"""A named lock (:class:`~cairnflow.sql._rows.LockRow`)."""
 
 
 def _aliased(alias: str, columns: str) -> str:
@@ -84,6 +87,7 @@ _FRAGMENTS = {
     "tick_columns": TICK_COLUMNS,
     "leader_columns": LEADER_COLUMNS,
     "pause_columns": PAUSE_COLUMNS,
+    "lock_columns": LOCK_COLUMNS,
     "unfinished": ", ".join(f"'{status}'" for status in UNFINISHED),
     # What a claim sets on each step it leases.
     "claimed_set": """
@@ -587,6 +591,47 @@ DELETE_PAUSE = "DELETE FROM {pauses} WHERE kind = ? AND name = ?"
 
 LIST_PAUSES = "SELECT {pause_columns} FROM {pauses} ORDER BY kind, name"
 """Every pause, by kind and name."""
+
+# -- the journal (Cap.JOURNAL): one row per memoised result, read and written by primary key ---
+READ_JOURNAL = "SELECT value FROM {journal} WHERE scope = ? AND step = ? AND name = ?"
+"""The value recorded under a key (the primary key: one probe)."""
+
+# The fence of a step's record: the attempt's step row, locked, with its lease still held.
+# The record commits with the lock held, so a reclaim (which writes the same row) either
+# ran before (the lease is gone: nothing is recorded) or waits until the record is in.
+HOLD_STEP = """
+            SELECT id FROM {steps}
+            WHERE id = ? AND lease_token = ? AND status = 'running'{for_update}"""
+"""Lock an attempt's step row while its lease is held (the primary key); no row: not held."""
+
+INSERT_JOURNAL = """
+            INSERT INTO {journal} (scope, step, name, value, recorded_at)
+            VALUES (?, ?, ?, ?, ?)"""
+"""Record a result. Of two recorders of one key, the primary key refuses the second, which
+reads the first's value (the first record wins)."""
+
+# -- named locks (Cap.LOCKS): a row per name with its holder's token and expiry ---------------
+# Never a session or advisory lock: those end with their connection, and a pool's connection
+# outlives (or dies before) the code that took the lock. Every statement is by primary key.
+LOCK_NAMED = "SELECT {lock_columns} FROM {locks} WHERE name = ?{for_update}"
+"""Lock a name's row (every taker of the name queues here); read who holds it until when."""
+
+READ_NAMED = "SELECT {lock_columns} FROM {locks} WHERE name = ?"
+"""A name's row as it stands, not locked (an operator's or a test's look)."""
+
+INSERT_NAMED = "INSERT INTO {locks} ({lock_columns}) VALUES (?, ?, ?, ?)"
+"""Take a name nobody holds (no row). Of two first takers, the primary key refuses one."""
+
+TAKE_NAMED = "UPDATE {locks} SET token = ?, taken_at = ?, expires_at = ? WHERE name = ?"
+"""Take the locked row of a name whose lock expired (or renew the holder's)."""
+
+EXTEND_NAMED = """
+            UPDATE {locks} SET expires_at = ?
+            WHERE name = ? AND token = ? AND expires_at > ?"""
+"""Move the expiry of a lock its token holds and that has not expired (one statement)."""
+
+RELEASE_NAMED = "DELETE FROM {locks} WHERE name = ? AND token = ?"
+"""Free a name, only for the token that holds it: the row goes, the table stays small."""
 
 # -- global queue limits (docs/claim.md, 3: lock the limiter, count under it) -----------------
 # A queue claimed with a global limit locks its row of the limits table, then counts the

@@ -23,7 +23,9 @@ hands the call to its part:
 * :mod:`._reads`: ``get_run``, ``list_runs``, ``database_now``;
 * :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...);
 * :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``);
-* :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``).
+* :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``);
+* :mod:`._journal`: the ``Journaling`` facet (``read_journal``, ``record_journal``);
+* :mod:`._locks`: the ``Locking`` facet (``take_lock``, ``release_lock``...).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -44,6 +46,7 @@ from ..store import (
     ClaimedAttempt,
     ClaimRequest,
     FinishResult,
+    HeldLock,
     Leader,
     NewRun,
     Outcome,
@@ -64,8 +67,10 @@ from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
 from ._errors import ErrorClassifier
+from ._journal import Journal
 from ._leadership import Leadership
 from ._leases import Leases
+from ._locks import Locks
 from ._migrations import Migration
 from ._outcomes import Outcomes
 from ._parts import Context
@@ -113,6 +118,8 @@ SQL_CAPABILITIES = frozenset(
         Cap.DRAIN,
         Cap.SHUTDOWN_REQUEUE,
         Cap.ENQUEUE_ONLY,
+        Cap.JOURNAL,
+        Cap.LOCKS,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -182,6 +189,8 @@ class SQLStore:
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
         self._pauses = Pauses(context)
+        self._journal = Journal(context)
+        self._locks = Locks(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -418,6 +427,34 @@ class SQLStore:
     def pauses(self) -> list[Pause]:
         """Every pause, by kind and name."""
         return self._pauses.pauses()
+
+    # -- the journal -------------------------------------------------------------------------
+    def read_journal(self, scope: str, step: str, name: str) -> bytes | None:
+        """The value recorded under the key (by primary key); None when nothing is."""
+        return self._journal.read_journal(scope, step, name)
+
+    def record_journal(
+        self, scope: str, step: str, name: str, value: bytes, *, lease: str | None, now: int
+    ) -> bytes | None:
+        """Record ``value`` unless the key holds one, fenced by ``lease`` (its step row locked)."""
+        return self._journal.record_journal(scope, step, name, value, lease=lease, now=now)
+
+    # -- named locks -------------------------------------------------------------------------
+    def take_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Take ``name`` for ``token`` (its row locked) unless another holds it at ``now``."""
+        return self._locks.take_lock(name, token, now=now, until=until)
+
+    def extend_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Move the expiry of ``token``'s unexpired lock of ``name``."""
+        return self._locks.extend_lock(name, token, now=now, until=until)
+
+    def release_lock(self, name: str, token: str) -> bool:
+        """Free ``name`` if ``token`` holds it."""
+        return self._locks.release_lock(name, token)
+
+    def read_lock(self, name: str) -> HeldLock | None:
+        """The row of ``name`` as stored."""
+        return self._locks.read_lock(name)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

@@ -25,6 +25,8 @@ TABLES = (
     "leaders",
     "pauses",
     "limits",
+    "journal",
+    "locks",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -44,6 +46,8 @@ class Tables:
     leaders: str
     pauses: str
     limits: str
+    journal: str
+    locks: str
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -70,6 +74,8 @@ class Tables:
             leaders=name("leaders"),
             pauses=name("pauses"),
             limits=name("limits"),
+            journal=name("journal"),
+            locks=name("locks"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -78,7 +84,8 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{migrations}``: qualified, quoted table names;
+        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``,
+        ``{migrations}``: qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -91,6 +98,8 @@ class Tables:
             "leaders": self.leaders,
             "pauses": self.pauses,
             "limits": self.limits,
+            "journal": self.journal,
+            "locks": self.locks,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

@@ -28,6 +28,7 @@ from ._records import (
     ClaimedAttempt,
     ClaimRequest,
     FinishResult,
+    HeldLock,
     Leader,
     NewRun,
     Outcome,
@@ -43,8 +44,10 @@ __all__ = [
     "KERNEL",
     "BatchOutcomes",
     "Facet",
+    "Journaling",
     "KernelOutcomes",
     "Leadership",
+    "Locking",
     "QueueControl",
     "Schedules",
     "ServerClock",
@@ -233,6 +236,64 @@ class QueueControl(Protocol):
         ...
 
 
+@runtime_checkable
+class Journaling(Protocol):
+    """``Cap.JOURNAL``: memoised results inside a step, kept as rows.
+
+    An entry is the encoded result recorded under (``scope``, ``step``,
+    ``name``); a step's entries have its run id as scope and its name as step
+    (a standalone journal: any scope, step ``""``). Requirement: the first
+    record of a key wins and is never changed; a record fenced by ``lease``
+    (a lease token of :meth:`Store.claim`) writes only while that lease is
+    held, in one transaction with the check, so a stale attempt records
+    nothing. Entries of a run go with the run when it is deleted.
+    """
+
+    def read_journal(self, scope: str, step: str, name: str) -> bytes | None:
+        """The value recorded under the key; None when nothing is."""
+        ...
+
+    def record_journal(
+        self, scope: str, step: str, name: str, value: bytes, *, lease: str | None, now: int
+    ) -> bytes | None:
+        """Record ``value`` unless the key has one; return the value the key holds now.
+
+        None, writing nothing, when ``lease`` is given and not held (the step
+        was retaken, or its run cancelled or finished).
+        """
+        ...
+
+
+@runtime_checkable
+class Locking(Protocol):
+    """``Cap.LOCKS``: named locks with a time to live, one row per name.
+
+    Requirement: a lock is a row with its holder's token and an expiry,
+    never a session or connection lock, so a holder whose connection drops
+    keeps it until it expires or is released, and nobody holds it past its
+    expiry. ``take_lock`` is one atomic step: free (no row, or expired at
+    ``now``) or held by ``token`` already, it goes to ``token`` until
+    ``until``; held by another, nothing is written. Two callers never both
+    hold an unexpired lock of one name.
+    """
+
+    def take_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Take ``name`` for ``token`` until ``until``; False while another holds it at ``now``."""
+        ...
+
+    def extend_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Move the expiry of ``token``'s unexpired lock to ``until``; False if it is not held."""
+        ...
+
+    def release_lock(self, name: str, token: str) -> bool:
+        """Free ``name`` if ``token`` holds it (even expired, while nobody took it); else False."""
+        ...
+
+    def read_lock(self, name: str) -> HeldLock | None:
+        """The row of ``name`` as stored (expired or not); None when nobody holds it."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -351,6 +412,13 @@ FACETS: tuple[Facet, ...] = (
         ("pause", "resume", "pauses"),
         frozenset({Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW}),
     ),
+    Facet("journaling", Journaling, ("read_journal", "record_journal"), frozenset({Cap.JOURNAL})),
+    Facet(
+        "locking",
+        Locking,
+        ("take_lock", "extend_lock", "release_lock", "read_lock"),
+        frozenset({Cap.LOCKS}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -446,6 +514,8 @@ class StoreFacets:
     schedules: Schedules | None
     leadership: Leadership | None
     queue_control: QueueControl | None
+    journal: Journaling | None
+    locks: Locking | None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -470,4 +540,6 @@ class StoreFacets:
                 if caps & {Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW} and isinstance(store, QueueControl)
                 else None
             ),
+            journal=store if Cap.JOURNAL in caps and isinstance(store, Journaling) else None,
+            locks=store if Cap.LOCKS in caps and isinstance(store, Locking) else None,
         )

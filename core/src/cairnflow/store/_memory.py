@@ -9,7 +9,7 @@ callable (``Cap.CLOSURE``).
 
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
-(:mod:`._memory_schedules`, :mod:`._memory_pauses`).
+(:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_state`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,19 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
-from ._facets import KERNEL, Leadership, QueueControl, Schedules, facet_capabilities
+from ._facets import (
+    KERNEL,
+    Journaling,
+    Leadership,
+    Locking,
+    QueueControl,
+    Schedules,
+    facet_capabilities,
+)
 from ._landed import landed
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
+from ._memory_state import MemoryState
 from ._records import (
     ACTIVE,
     AdvanceResult,
@@ -109,17 +118,18 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemorySchedules, MemoryPauses):
+class MemoryStore(MemoryState, MemorySchedules, MemoryPauses):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         (KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY})
-        | facet_capabilities(Schedules, Leadership, QueueControl)
+        | facet_capabilities(Schedules, Leadership, QueueControl, Journaling, Locking)
         | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
     )
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
-    the clients of this object only), the schedules, leadership and queue control
-    facets, and what the engine enforces over the kernel (drain, enqueue-only)."""
+    the clients of this object only), the schedules, leadership, queue control,
+    journaling and locking facets, and what the engine enforces over the kernel
+    (drain, enqueue-only)."""
     spi_version = SPI_VERSION
 
     def __init__(self) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "ExpiredAttempt",
     "Failed",
     "FinishResult",
+    "HeldLock",
     "Leader",
     "NewRun",
     "NewStep",
@@ -424,6 +425,21 @@ class Pause:
     name: str
     paused_at: int
     """When it was paused (Unix nanoseconds, the scheduling clock of who paused it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLock:
+    """A named lock as stored (the ``Locking`` facet): its holder's token, and until when.
+
+    Held while ``expires_at`` is after now; an expired row is free for the next
+    taker, whoever it is. Times on the clock of the caller that took it (the
+    database's, where the store has one).
+    """
+
+    name: str
+    token: str
+    taken_at: int
+    expires_at: int
 
 
 @dataclass(frozen=True, slots=True)
