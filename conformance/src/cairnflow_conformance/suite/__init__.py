@@ -38,6 +38,7 @@ from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .schedules import ScheduleTests
+from .timing import DueQueryTests, ForceRunTests, RescheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
@@ -74,6 +75,9 @@ class ConformanceSuite(
     QueueTests,
     GlobalLimitTests,
     PauseTests,
+    RescheduleTests,
+    ForceRunTests,
+    DueQueryTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -161,6 +161,11 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")
     ),
+    Refusal(
+        Cap.RESCHEDULE, "reschedule", lambda k: _idle(k).reschedule("run_kitnosuchrun", delay=5)
+    ),
+    Refusal(Cap.FORCE_RUN, "force-run", lambda k: _idle(k).force_run("run_kitnosuchrun")),
+    Refusal(Cap.DUE_QUERY, "next-due", lambda k: _idle(k).next_due()),
 )
 """Every client API whose capability a store may leave out."""
 

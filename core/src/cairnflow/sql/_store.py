@@ -23,7 +23,8 @@ hands the call to its part:
 * :mod:`._reads`: ``get_run``, ``list_runs``, ``database_now``;
 * :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...);
 * :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``);
-* :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``).
+* :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``);
+* :mod:`._timing`: the ``RunTiming`` facet (``reschedule_run``, ``force_run``, ``next_due``).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -75,6 +76,7 @@ from ._reads import Reads
 from ._schedules import Schedules
 from ._schema import Schema
 from ._tables import Tables
+from ._timing import Timing
 from ._transactions import StoreStats, Transactions
 
 __all__ = ["SCHEDULE_CAPABILITIES", "SQL_CAPABILITIES", "SQLStore", "StoreStats"]
@@ -110,6 +112,9 @@ SQL_CAPABILITIES = frozenset(
         Cap.QUEUE_LIMIT_GLOBAL,
         Cap.PAUSE_QUEUE,
         Cap.PAUSE_WORKFLOW,
+        Cap.RESCHEDULE,
+        Cap.FORCE_RUN,
+        Cap.DUE_QUERY,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -179,6 +184,7 @@ class SQLStore:
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
         self._pauses = Pauses(context)
+        self._timing = Timing(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -418,3 +424,18 @@ class SQLStore:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"
+
+    # -- run timing ----------------------------------------------------------------------------
+    def reschedule_run(self, run_id: str, at: int, now: int) -> bool:
+        """Move a run that has not started to ``at`` (one transaction, fenced against claims)."""
+        return self._timing.reschedule_run(run_id, at, now)
+
+    def force_run(self, run_id: str, now: int) -> bool:
+        """Ready a run's scheduled steps now and let every pause pass it."""
+        return self._timing.force_run(run_id, now)
+
+    def next_due(
+        self, *, workflows: Collection[str], queues: Collection[str], now: int
+    ) -> int | None:
+        """When the next work of ``workflows`` on ``queues`` falls due (indexed reads only)."""
+        return self._timing.next_due(workflows=workflows, queues=queues, now=now)
