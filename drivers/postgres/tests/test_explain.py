@@ -177,6 +177,7 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
 def _statements(store: PostgresStore) -> dict[str, Statement]:
     """Every statement the engine runs while it works, with realistic values."""
     q = store._queries  # the SQL layer's statements, as the store runs them
+    t = store._timing.queries
     hot_run, hot_step = f"run_{FINISHED + 5}", f"step_{FINISHED + 5}_0"
     workflows = ["w0", "w1", "w2", "w3", "w4"]
     claim = q.claim_plan(
@@ -273,6 +274,16 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "take_named": (q.take_named, ("secret", NOW, NOW, "lock_7")),
         "extend_named": (q.extend_named, (NOW, "lock_7", "secret", NOW)),
         "release_named": (q.release_named, ("lock_7", "secret")),
+        # Run timing: a reschedule or a force locks its run (lock_run) and writes its steps by
+        # id; the next due time stops at the first row of the ready, due and running indexes.
+        "run_steps": (t.run_steps, (hot_run,)),
+        "move_start": t.move_start("scheduled", NOW, [hot_step, f"step_{FINISHED + 9}_0"]),
+        "run_at": (t.run_at, (NOW, hot_run)),
+        "force_ready": t.force_ready(NOW, [hot_step]),
+        "force_pass": t.force_pass([hot_step, f"step_{FINISHED + 9}_0"]),
+        "due_ready": t.due_ready(workflows, ["default", "mail"]),
+        "next_timed": t.next_timed(workflows, ["default", "mail"]),
+        "next_expiry": t.next_expiry(workflows),
     }
     return statements
 
@@ -327,6 +338,11 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("lock_named", "take_named", "extend_named", "release_named"):
         assert f"{prefix}locks_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
+    # The next due time: three ranges of the hot indexes, each stopped at its first row.
+    assert f"{prefix}steps_ready" in indexes["due_ready"], indexes["due_ready"]
+    assert f"{prefix}pauses_pkey" in indexes["due_ready"], indexes["due_ready"]
+    assert f"{prefix}steps_due" in indexes["next_timed"], indexes["next_timed"]
+    assert f"{prefix}steps_running" in indexes["next_expiry"], indexes["next_expiry"]
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

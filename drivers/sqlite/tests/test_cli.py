@@ -211,3 +211,35 @@ def test_an_invalid_queues_option_is_refused_with_status_2(tmp_path: Path) -> No
         assert "Invalid value for '--queues'" in result.stderr and message in result.stderr
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "flows.db").exists()  # refused before the store was opened
+
+
+def test_a_run_is_forced_rescheduled_and_the_next_due_time_read(tmp_path: Path) -> None:
+    (tmp_path / "flows.py").write_text(
+        textwrap.dedent(FLOWS).replace('echo.schedule("nightly"', 'dict(name="nightly"')
+    )
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    store = cf.open_store(url)
+    client = cf.Client(store)
+    client.register(cf.Workflow("cli-echo", steps=[cf.Step("echo", lambda ctx, data: data)]))
+    ref = client.enqueue("cli-echo", 1, delay=7200)
+    stored = store.get_run(ref.id)
+    assert stored is not None
+    due_at = stored.steps[0].due_at
+    delayed = cairn("due", url, "--app", "flows:workflows", cwd=tmp_path)
+    assert delayed.stdout.strip().endswith(f"({due_at})"), delayed.stdout + delayed.stderr
+    forced = cairn("run", "force", url, ref.id)
+    assert (forced.returncode, forced.stdout.strip()) == (0, f"forced {ref.id}"), forced.stderr
+    assert cairn("due", url, "--app", "flows:workflows", cwd=tmp_path).stdout.strip() == "now"
+    moved = cairn("run", "reschedule", url, ref.id, "--at", "4102444800000000000")
+    assert (moved.returncode, moved.stdout.strip()) == (0, f"rescheduled {ref.id}"), moved.stderr
+    due = cairn("due", url, "--app", "flows:workflows", cwd=tmp_path)
+    assert due.stdout.strip() == "2100-01-01T00:00:00+00:00 (4102444800000000000)", due.stderr
+    assert store.get_run(ref.id).run_at == 4102444800000000000  # type: ignore[union-attr]
+    refused = cairn("run", "reschedule", url, ref.id, "--at", "1", "--delay", "1")
+    assert refused.returncode == 1 and "exactly one of at=" in refused.stdout + refused.stderr
+    unknown = cairn("run", "force", url, "run_nosuchrun")
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stdout + unknown.stderr
+    other = cairn("due", url, "--app", "flows:workflows", "--queues", "other", cwd=tmp_path)
+    assert other.stdout.strip() == "nothing pending", other.stdout + other.stderr
+    store.close()

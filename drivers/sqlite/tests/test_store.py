@@ -38,6 +38,7 @@ MIGRATIONS = [
     "006_pauses",
     "007_limits",
     "008_state",
+    "009_forced",
 ]
 
 
@@ -172,7 +173,8 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state are",
+        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
+        r"009_forced are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -195,7 +197,8 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state are",
+        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
+        r"009_forced are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -362,6 +365,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     q = store._queries
+    t = store._timing.queries
     plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
@@ -417,6 +421,17 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "take_named": ((q.take_named, ("t", 1, 2, "n")), "sqlite_autoindex_cf_locks_1"),
         "extend_named": ((q.extend_named, (2, "n", "t", 1)), "sqlite_autoindex_cf_locks_1"),
         "release_named": ((q.release_named, ("n", "t")), "sqlite_autoindex_cf_locks_1"),
+        # Run timing (schema 9): a reschedule or a force locks its run and writes its steps by
+        # id; the next due time reads the ready, due and running indexes, stopped at one row.
+        "run_steps": ((t.run_steps, ("r1",)), "sqlite_autoindex_cf_steps_2"),
+        "move_start": (t.move_start("scheduled", 1, ["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "run_at": ((t.run_at, (1, "r1")), by_run_id),
+        "force_ready": (t.force_ready(1, ["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "force_pass": (t.force_pass(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "due_ready": (t.due_ready(["w", "v"], ["default", "mail"]), "cf_steps_ready"),
+        "due_ready, pauses": (t.due_ready(["w"], ["default"]), by_pause),
+        "next_timed": (t.next_timed(["w", "v"], ["default", "mail"]), "cf_steps_due"),
+        "next_expiry": (t.next_expiry(["w", "v"]), "cf_steps_running"),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():

@@ -40,6 +40,7 @@ from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .schedules import ScheduleTests
 from .state import JournalTests, LockTests
+from .timing import DueQueryTests, ForceRunTests, RescheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
@@ -79,6 +80,9 @@ class ConformanceSuite(
     FleetTests,
     JournalTests,
     LockTests,
+    RescheduleTests,
+    ForceRunTests,
+    DueQueryTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

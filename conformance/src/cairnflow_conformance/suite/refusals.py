@@ -168,9 +168,7 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.PAUSE_QUEUE, "resume-queue", lambda k: _idle(k).resume_queue("kit-q")),
     Refusal(Cap.PAUSE_QUEUE, "pauses", lambda k: _idle(k).pauses()),
     Refusal(Cap.PAUSE_WORKFLOW, "pause-workflow", lambda k: _idle(k).pause_workflow("kit-plain")),
-    Refusal(
-        Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")
-    ),
+    Refusal(Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")),
     Refusal(Cap.DRAIN, "drain", lambda k: _started(k).drain(timeout=1)),
     Refusal(Cap.DRAIN, "stop-when-idle", lambda k: _started(k).stop_when_idle(1)),
     Refusal(Cap.DRAIN, "recycle", lambda k: cf.Client(k.store, recycle=cf.Recycle(jobs=1))),
@@ -181,6 +179,11 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.LOCKS, "client-lock", lambda k: _idle(k).lock("kit-lock", 5)),
     Refusal(Cap.LOCKS, "client-unlock", lambda k: _idle(k).unlock("kit-lock", "token")),
     Refusal(Cap.LOCKS, "client-extend-lock", lambda k: _idle(k).extend_lock("kit-lock", "t", 5)),
+    Refusal(
+        Cap.RESCHEDULE, "reschedule", lambda k: _idle(k).reschedule("run_kitnosuchrun", delay=5)
+    ),
+    Refusal(Cap.FORCE_RUN, "force-run", lambda k: _idle(k).force_run("run_kitnosuchrun")),
+    Refusal(Cap.DUE_QUERY, "next-due", lambda k: _idle(k).next_due()),
 )
 """Every client API whose capability a store may leave out."""
 

@@ -49,6 +49,7 @@ from ._schedule_api import ScheduleMethods
 from ._scheduler import Scheduler, TickEvent
 from ._settings import Settings
 from ._state import CLOSURE_WORKFLOW, EngineState
+from ._timing_api import TimingMethods
 from ._watch import StopWatch
 from ._writer import RunWriter
 
@@ -57,7 +58,7 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods, LockMethods):
+class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.

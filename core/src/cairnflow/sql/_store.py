@@ -26,6 +26,7 @@ hands the call to its part:
 * :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``);
 * :mod:`._journal`: the ``Journaling`` facet (``read_journal``, ``record_journal``);
 * :mod:`._locks`: the ``Locking`` facet (``take_lock``, ``release_lock``...).
+* :mod:`._timing`: the ``RunTiming`` facet (``reschedule_run``, ``force_run``, ``next_due``).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -80,6 +81,7 @@ from ._reads import Reads
 from ._schedules import Schedules
 from ._schema import Schema
 from ._tables import Tables
+from ._timing import Timing
 from ._transactions import StoreStats, Transactions
 
 __all__ = ["SCHEDULE_CAPABILITIES", "SQL_CAPABILITIES", "SQLStore", "StoreStats"]
@@ -120,6 +122,9 @@ SQL_CAPABILITIES = frozenset(
         Cap.ENQUEUE_ONLY,
         Cap.JOURNAL,
         Cap.LOCKS,
+        Cap.RESCHEDULE,
+        Cap.FORCE_RUN,
+        Cap.DUE_QUERY,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -191,6 +196,7 @@ class SQLStore:
         self._pauses = Pauses(context)
         self._journal = Journal(context)
         self._locks = Locks(context)
+        self._timing = Timing(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -458,3 +464,18 @@ class SQLStore:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"
+
+    # -- run timing ----------------------------------------------------------------------------
+    def reschedule_run(self, run_id: str, at: int, now: int) -> bool:
+        """Move a run that has not started to ``at`` (one transaction, fenced against claims)."""
+        return self._timing.reschedule_run(run_id, at, now)
+
+    def force_run(self, run_id: str, now: int) -> bool:
+        """Ready a run's scheduled steps now and let every pause pass it."""
+        return self._timing.force_run(run_id, now)
+
+    def next_due(
+        self, *, workflows: Collection[str], queues: Collection[str], now: int
+    ) -> int | None:
+        """When the next work of ``workflows`` on ``queues`` falls due (indexed reads only)."""
+        return self._timing.next_due(workflows=workflows, queues=queues, now=now)

@@ -49,6 +49,7 @@ __all__ = [
     "Leadership",
     "Locking",
     "QueueControl",
+    "RunTiming",
     "Schedules",
     "ServerClock",
     "StoreContractError",
@@ -265,6 +266,55 @@ class Journaling(Protocol):
 
 
 @runtime_checkable
+class RunTiming(Protocol):
+    """``Cap.RESCHEDULE``, ``Cap.FORCE_RUN``, ``Cap.DUE_QUERY``: when a run starts, and when
+    work falls due.
+
+    Requirement: ``reschedule_run`` and ``force_run`` are each one transaction
+    that locks the run row first, as every transition of a run does; a run
+    whose step a claim took meanwhile is never half moved. ``force_run``
+    marks every unfinished step of the run so that no pause holds it from
+    then on (the claim lets such steps through a paused queue or workflow),
+    and makes its scheduled steps ready at ``now``. ``next_due`` reads only
+    indexed ranges: it never scans the finished history.
+    """
+
+    def reschedule_run(self, run_id: str, at: int, now: int) -> bool:
+        """Move a run that has not started to start at ``at`` (ready now if ``at <= now``).
+
+        A run has not started while every step of it is blocked, ready or
+        scheduled and none was ever attempted. False, changing nothing, when it
+        has started (a claim took a step of it, even one racing this call) or
+        finished; :class:`~cairnflow.RunNotFound` when there is no such run.
+        """
+        ...
+
+    def force_run(self, run_id: str, now: int) -> bool:
+        """Start a delayed or paused run now; False when nothing changed.
+
+        Its scheduled steps (a delayed start, a retry's or a snooze's wait)
+        become ready at ``now``, and its unfinished steps pass every pause from
+        then on. False for a finished run, or one forced already with nothing
+        scheduled; :class:`~cairnflow.RunNotFound` when there is no such run.
+        """
+        ...
+
+    def next_due(
+        self, *, workflows: Collection[str], queues: Collection[str], now: int
+    ) -> int | None:
+        """When the next piece of work of ``workflows`` falls due; None when none is pending.
+
+        ``now`` when a step of ``workflows`` on ``queues`` is ready and no pause
+        holds it; otherwise the earliest of a scheduled step's start on
+        ``queues`` (a delayed run, a retry), a sleep's end or a wait's deadline
+        of ``workflows``, and the moment a running step of theirs has run out of
+        lease (``lease_until + 1``, on the lease clock). Never earlier than
+        ``now``.
+        """
+        ...
+
+
+@runtime_checkable
 class Locking(Protocol):
     """``Cap.LOCKS``: named locks with a time to live, one row per name.
 
@@ -419,6 +469,12 @@ FACETS: tuple[Facet, ...] = (
         ("take_lock", "extend_lock", "release_lock", "read_lock"),
         frozenset({Cap.LOCKS}),
     ),
+    Facet(
+        "run timing",
+        RunTiming,
+        ("reschedule_run", "force_run", "next_due"),
+        frozenset({Cap.RESCHEDULE, Cap.FORCE_RUN, Cap.DUE_QUERY}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -516,6 +572,7 @@ class StoreFacets:
     queue_control: QueueControl | None
     journal: Journaling | None
     locks: Locking | None
+    timing: RunTiming | None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -542,4 +599,10 @@ class StoreFacets:
             ),
             journal=store if Cap.JOURNAL in caps and isinstance(store, Journaling) else None,
             locks=store if Cap.LOCKS in caps and isinstance(store, Locking) else None,
+            timing=(
+                store
+                if caps & {Cap.RESCHEDULE, Cap.FORCE_RUN, Cap.DUE_QUERY}
+                and isinstance(store, RunTiming)
+                else None
+            ),
         )

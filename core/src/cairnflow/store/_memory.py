@@ -9,7 +9,8 @@ callable (``Cap.CLOSURE``).
 
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
-(:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_state`).
+(:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_state`,
+:mod:`._memory_timing`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ._facets import (
     Leadership,
     Locking,
     QueueControl,
+    RunTiming,
     Schedules,
     facet_capabilities,
 )
@@ -40,6 +42,7 @@ from ._landed import landed
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
 from ._memory_state import MemoryState
+from ._memory_timing import MemoryTiming
 from ._records import (
     ACTIVE,
     AdvanceResult,
@@ -110,6 +113,7 @@ class _Run:
     run_at: int
     seq: int
     closure: Callable[..., Any] | None
+    forced: bool = False  # force_run: no pause holds the run (RunTiming)
     state: str = ACTIVE
     finished_at: int | None = None
     error: ErrorInfo | None = None
@@ -118,18 +122,18 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemoryState, MemorySchedules, MemoryPauses):
+class MemoryStore(MemoryState, MemorySchedules, MemoryPauses, MemoryTiming):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         (KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY})
-        | facet_capabilities(Schedules, Leadership, QueueControl, Journaling, Locking)
+        | facet_capabilities(Schedules, Leadership, QueueControl, Journaling, Locking, RunTiming)
         | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
     )
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
     the clients of this object only), the schedules, leadership, queue control,
-    journaling and locking facets, and what the engine enforces over the kernel
-    (drain, enqueue-only)."""
+    journaling, locking and run timing facets, and what the engine enforces over the
+    kernel (drain, enqueue-only)."""
     spi_version = SPI_VERSION
 
     def __init__(self) -> None:
@@ -249,9 +253,10 @@ class MemoryStore(MemoryState, MemorySchedules, MemoryPauses):
         Each queue of the request in its order, for at most its own limit and
         what the request still wants (``Cap.QUEUE``); a paused queue gives nothing,
         and a paused workflow's steps are passed over (``Cap.PAUSE_QUEUE``,
-        ``Cap.PAUSE_WORKFLOW``). A queue with a global limit gives at most the limit
-        minus its steps running now, counted under the store's lock, as a SQL store
-        counts under the queue's limiter row (``Cap.QUEUE_LIMIT_GLOBAL``).
+        ``Cap.PAUSE_WORKFLOW``), but for the steps of a forced run (``Cap.FORCE_RUN``).
+        A queue with a global limit gives at most the limit minus its steps running
+        now, counted under the store's lock, as a SQL store counts under the queue's
+        limiter row (``Cap.QUEUE_LIMIT_GLOBAL``).
         """
         with self._lock:
             claimed: list[ClaimedAttempt] = []
@@ -260,17 +265,23 @@ class MemoryStore(MemoryState, MemorySchedules, MemoryPauses):
                 wanted = left if queue.limit is None else min(queue.limit, left)
                 if queue.global_limit is not None:
                     wanted = min(wanted, queue.global_limit - self._running_in(queue.name))
-                if wanted <= 0 or self._paused(PauseKind.QUEUE, queue.name):
+                if wanted <= 0:
                     continue
-                claimed.extend(self._claim_queue(request, queue.name, wanted))
+                paused = self._paused(PauseKind.QUEUE, queue.name)
+                claimed.extend(self._claim_queue(request, queue.name, wanted, paused))
             return claimed
 
     def _running_in(self, queue: str) -> int:
         """Steps of ``queue`` running now, leases expired or not (lock held)."""
         return sum(1 for step in self._running.values() if step.run.queue == queue)
 
-    def _claim_queue(self, request: ClaimRequest, queue: str, limit: int) -> list[ClaimedAttempt]:
-        """Lease up to ``limit`` of ``queue``'s most urgent due, ready steps (lock held)."""
+    def _claim_queue(
+        self, request: ClaimRequest, queue: str, limit: int, paused: bool
+    ) -> list[ClaimedAttempt]:
+        """Lease up to ``limit`` of ``queue``'s most urgent due, ready steps (lock held).
+
+        ``paused``: the queue is, so only the steps of forced runs are taken.
+        """
         due = [
             s
             for s in self._ready.values()
@@ -278,7 +289,7 @@ class MemoryStore(MemoryState, MemorySchedules, MemoryPauses):
             and s.due_at <= request.now
             and s.run.queue == queue
             and s.run.workflow in request.workflows
-            and not self._paused(PauseKind.WORKFLOW, s.run.workflow)
+            and (s.run.forced or not (paused or self._paused(PauseKind.WORKFLOW, s.run.workflow)))
         ]
         due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
         claimed: list[ClaimedAttempt] = []
