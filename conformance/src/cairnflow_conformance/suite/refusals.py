@@ -158,8 +158,16 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.PAUSE_QUEUE, "resume-queue", lambda k: _idle(k).resume_queue("kit-q")),
     Refusal(Cap.PAUSE_QUEUE, "pauses", lambda k: _idle(k).pauses()),
     Refusal(Cap.PAUSE_WORKFLOW, "pause-workflow", lambda k: _idle(k).pause_workflow("kit-plain")),
+    Refusal(Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")),
+    Refusal(Cap.RETRY_RUN, "retry-run", lambda k: _idle(k).retry_run("run_kitnosuchrun")),
+    Refusal(Cap.JOB_RETRY, "retry-step", lambda k: _idle(k).retry_step("run_kitnosuchrun", "a")),
+    Refusal(Cap.DELETE_RUN, "delete-runs", lambda k: _idle(k).delete_runs("run_kitnosuchrun")),
     Refusal(
-        Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")
+        Cap.DELETE_RUN, "delete-runs-filter", lambda k: _idle(k).delete_runs(workflow="kit-plain")
+    ),
+    Refusal(Cap.CANCEL_ALL, "cancel-runs", lambda k: _idle(k).cancel_runs(workflow="kit-plain")),
+    Refusal(
+        Cap.CANCEL_STEP, "cancel-step", lambda k: _idle(k).cancel_step("run_kitnosuchrun", "a")
     ),
 )
 """Every client API whose capability a store may leave out."""

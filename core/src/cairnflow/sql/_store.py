@@ -23,7 +23,9 @@ hands the call to its part:
 * :mod:`._reads`: ``get_run``, ``list_runs``, ``database_now``;
 * :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...);
 * :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``);
-* :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``).
+* :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``);
+* :mod:`._admin`: the ``RunAdmin`` facet (``reopen_run``, ``delete_runs``, ``cancel_runs``,
+  ``cancel_step``).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -51,6 +53,7 @@ from ..store import (
     PauseKind,
     ReclaimResult,
     RenewResult,
+    Reopened,
     RunPage,
     RunQuery,
     ScheduleRecord,
@@ -60,6 +63,7 @@ from ..store import (
     TickRecord,
 )
 from ..store import Schedules as SchedulesFacet
+from ._admin import Admin
 from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
@@ -110,6 +114,11 @@ SQL_CAPABILITIES = frozenset(
         Cap.QUEUE_LIMIT_GLOBAL,
         Cap.PAUSE_QUEUE,
         Cap.PAUSE_WORKFLOW,
+        Cap.RETRY_RUN,
+        Cap.JOB_RETRY,
+        Cap.DELETE_RUN,
+        Cap.CANCEL_ALL,
+        Cap.CANCEL_STEP,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -179,6 +188,7 @@ class SQLStore:
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
         self._pauses = Pauses(context)
+        self._admin = Admin(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -415,6 +425,23 @@ class SQLStore:
     def pauses(self) -> list[Pause]:
         """Every pause, by kind and name."""
         return self._pauses.pauses()
+
+    # -- acting on runs ----------------------------------------------------------------------
+    def reopen_run(self, run_id: str, step: str | None, now: int) -> Reopened:
+        """Retry a failed, cancelled or discarded run from what did not succeed (row locked)."""
+        return self._admin.reopen_run(run_id, step, now)
+
+    def delete_runs(self, run_ids: Collection[str]) -> list[str]:
+        """Delete the finished runs among ``run_ids``, all their rows; return those deleted."""
+        return self._admin.delete_runs(run_ids)
+
+    def cancel_runs(self, run_ids: Collection[str], now: int) -> list[str]:
+        """Cancel the unfinished runs among ``run_ids``; return those cancelled."""
+        return self._admin.cancel_runs(run_ids, now)
+
+    def cancel_step(self, run_id: str, step: str, now: int) -> bool:
+        """Cancel one unfinished step and its unfinished descendants (run row locked)."""
+        return self._admin.cancel_step(run_id, step, now)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

@@ -9,7 +9,7 @@ callable (``Cap.CLOSURE``).
 
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
-(:mod:`._memory_schedules`, :mod:`._memory_pauses`).
+(:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_admin`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
-from ._facets import KERNEL, Leadership, QueueControl, Schedules, facet_capabilities
+from ._facets import KERNEL, Leadership, QueueControl, RunAdmin, Schedules, facet_capabilities
 from ._landed import landed
+from ._memory_admin import MemoryAdmin
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
 from ._records import (
@@ -109,15 +110,15 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemorySchedules, MemoryPauses):
+class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
-    ) | facet_capabilities(Schedules, Leadership, QueueControl)
+    ) | facet_capabilities(Schedules, Leadership, QueueControl, RunAdmin)
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
-    the clients of this object only), and the schedules, leadership and queue control
-    facets."""
+    the clients of this object only), and the schedules, leadership, queue control and
+    run admin facets."""
     spi_version = SPI_VERSION
 
     def __init__(self) -> None:
@@ -550,8 +551,11 @@ class MemoryStore(MemorySchedules, MemoryPauses):
                 ready += 1
         run.steps_left -= 1
         if run.steps_left == 0:
-            self._end_run(run, Status.SUCCEEDED.value, now, error=None)
-            return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
+            # A run that kept an error while active had a step cancelled (Cap.CANCEL_STEP):
+            # it ends cancelled once the rest of it is done, never succeeded.
+            final = Status.SUCCEEDED if run.error is None else Status.CANCELLED
+            self._end_run(run, final.value, now, error=run.error)
+            return FinishResult(AttemptState.HELD, ready=ready, run_status=final)
         return FinishResult(AttemptState.HELD, ready=ready)
 
     def _fail(self, step: _Step, error: ErrorInfo, now: int) -> None:
