@@ -22,7 +22,7 @@ from cairnflow.store import AttemptState, Failed, Succeeded
 
 from .._kit import Kit
 from .._markers import proves
-from ._shared import TIMEOUT, claim_all
+from ._shared import TIMEOUT, claim_all, wait_until
 
 __all__ = ["CancelAllTests", "CancelStepTests", "DeleteRunTests", "JobRetryTests", "RetryRunTests"]
 
@@ -355,6 +355,42 @@ class CancelStepTests:
                 "b": cf.StepStatus.SUCCEEDED,
                 "c": cf.StepStatus.BLOCKED,
             }
+
+    @proves(Cap.CANCEL_STEP)
+    def test_a_step_running_on_another_client_stops_at_its_next_lease_renewal(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        started = threading.Event()
+        saw: dict[str, bool] = {}
+        wf = cf.Workflow("kit-cancel-step-live")
+
+        @wf.step
+        def slow(ctx: cf.StepContext, data: Any) -> str:
+            started.set()
+            try:  # a sync step may be interrupted inside the wait: it hears the cancel either way
+                ctx.cancel_event.wait(TIMEOUT)
+            finally:
+                saw["cancelled"] = ctx.cancelled
+            return "finished anyway"
+
+        wf.step(lambda c, d: "after", name="after", after=["slow"])
+        wf.step(lambda c, d: "other", name="other")
+        worker = cairnflow_kit.client(wf)
+        ref = worker.enqueue("kit-cancel-step-live", 1)
+        assert started.wait(TIMEOUT)
+        operator = cairnflow_kit.client(wf, start=False)  # another client: no local attempt
+        assert operator.cancel_step(ref, "slow") is True
+        info = worker.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.CANCELLED
+        assert (info.steps["slow"].status, info.steps["slow"].output) == (
+            cf.StepStatus.CANCELLED,
+            None,
+        )
+        assert info.steps["after"].status is cf.StepStatus.CANCELLED
+        assert info.steps["other"].status is cf.StepStatus.SUCCEEDED
+        wait_until(lambda: "cancelled" in saw, timeout=TIMEOUT)
+        assert saw["cancelled"] is True, "the attempt never heard of the cancel"
+        assert cairnflow_kit.stored_step(ref, "slow").output is None
 
     @proves(Cap.CANCEL_STEP)
     def test_cancelling_the_last_unfinished_step_ends_the_run_at_once(

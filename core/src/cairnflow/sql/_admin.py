@@ -50,15 +50,25 @@ _REOPEN_RUN = """
             WHERE id = ? AND state = ?"""
 _UNSUCCEEDED = "SELECT COUNT(*) FROM {steps} WHERE run_id = ? AND status <> 'succeeded'"
 # Every step that did not succeed: no lease (a late outcome is lost), a fresh retry budget,
-# ready now when its parents all succeeded, blocked otherwise. Outputs of a sleep cut short,
-# progress and the awaited signal are forgotten; the last error stays until it succeeds.
-_REOPEN_STEPS = """
-            UPDATE {steps}
-            SET status = CASE WHEN parents_left = 0 THEN 'ready' ELSE 'blocked' END,
-                due_at = CASE WHEN parents_left = 0 THEN ? ELSE NULL END,
+# ready now when its parents all succeeded, blocked otherwise (two statements: a bound value
+# inside a CASE has no type for a driver that sends values untyped, as pg8000 does). Outputs
+# of a sleep cut short, progress and the awaited signal are forgotten; the last error stays.
+_RESET = """
                 lease_token = NULL, lease_until = NULL, finished_at = NULL, heartbeat_at = NULL,
                 failures = 0, reclaims = 0, output = NULL, progress = NULL, signal_name = NULL
             WHERE run_id = ? AND status IN ('failed', 'cancelled')"""
+_REOPEN_READY = (
+    """
+            UPDATE {steps} SET status = 'ready', due_at = ?,"""
+    + _RESET
+    + " AND parents_left = 0"
+)
+_REOPEN_BLOCKED = (
+    """
+            UPDATE {steps} SET status = 'blocked', due_at = NULL,"""
+    + _RESET
+    + " AND parents_left > 0"
+)
 _CANCEL_RUNS = """
             UPDATE {runs} SET state = 'cancelled', finished_at = ?, active_key = NULL
             WHERE id IN ({ids}) AND state = 'active'"""
@@ -158,7 +168,8 @@ class Admin(Part):
                     raise DuplicateRun(locked.workflow, locked.key, to_text(holder_id))
             ((left,),) = self._run(cur, "_UNSUCCEEDED", run_id).fetchall()
             self._run(cur, "_REOPEN_RUN", int(left), run_id, locked.state)
-            self._run(cur, "_REOPEN_STEPS", now, run_id)
+            self._run(cur, "_REOPEN_BLOCKED", run_id)
+            self._run(cur, "_REOPEN_READY", now, run_id)
             return Reopened.REOPENED
 
         try:
