@@ -34,6 +34,7 @@ __all__ = [
     "SchemaNotReady",
     "SchemaTooNew",
     "Snooze",
+    "StepNotFound",
     "StepTimeout",
     "StoreOpenError",
     "Unavailable",
@@ -223,6 +224,15 @@ class RunNotFound(CairnError, LookupError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run with id {run_id!r}")
+
+
+class StepNotFound(CairnError, LookupError):
+    """The run has no step of that name (``Client.retry_step``, ``Client.cancel_step``)."""
+
+    def __init__(self, run_id: str, step: str) -> None:
+        self.run_id = run_id
+        self.step = step
+        super().__init__(f"run {run_id!r} has no step {step!r}")
 
 
 class RunFailed(CairnError):

@@ -53,7 +53,8 @@ def test_run_ids_are_never_cut_at_80_columns(tmp_path: Path) -> None:
 
 def test_reading_a_prefix_never_migrated_says_so_without_a_traceback(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
-    never = [["runs", url], ["show", url, "run_0"], ["pauses", url]]
+    never = [["runs", url], ["show", url, "run_0"], ["pauses", url], ["retry", url, "run_0"]]
+    never += [["cancel", url, "run_0"], ["delete", url, "run_0"]]
     never += [
         [verb, kind, url, "q"] for verb in ("pause", "resume") for kind in ("queue", "workflow")
     ]
@@ -243,3 +244,43 @@ def test_a_run_is_forced_rescheduled_and_the_next_due_time_read(tmp_path: Path) 
     other = cairn("due", url, "--app", "flows:workflows", "--queues", "other", cwd=tmp_path)
     assert other.stdout.strip() == "nothing pending", other.stdout + other.stderr
     store.close()
+
+
+def test_runs_are_retried_cancelled_and_deleted_with_exit_statuses_scripts_can_test(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    wf = cf.Workflow("cli-admin", steps=[cf.Step("a", lambda ctx, data: data)])
+    wf.step(lambda ctx, data: data, name="b", after=["a"])
+    store = cf.open_store(url)
+    try:
+        client = cf.Client(store)
+        client.register(wf)
+        first = client.enqueue("cli-admin", 1, labels={"team": "x"})
+        second = client.enqueue("cli-admin", 2, labels={"team": "x"})
+        third = client.enqueue("cli-admin", 3, labels={"team": "y"})
+    finally:
+        store.close()
+    retried = cairn("retry", url, first.id)
+    assert retried.returncode == 1, "a run still queued is not retried"
+    assert "was not retried" in retried.stdout
+    stepped = cairn("cancel", url, third.id, "--step", "a")
+    assert stepped.returncode == 0, stepped.stderr
+    assert "cancelled step a" in stepped.stdout
+    cancelled = cairn("cancel", url, "--workflow", "cli-admin", "--label", "team=x", "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout) == {"cancelled": 2}
+    assert cairn("cancel", url, first.id).returncode == 1  # finished already
+    assert cairn("retry", url, first.id).returncode == 0
+    deleted = cairn("delete", url, second.id, first.id, "--json")
+    assert json.loads(deleted.stdout) == {"deleted": 1}, "an unfinished run was deleted"
+    assert cairn("delete", url, "--status", "cancelled").stdout.startswith("deleted 1 run")
+    assert cairn("delete", url, second.id).returncode == 1  # gone already
+    assert cairn("cancel", url).returncode == 2  # neither a run nor a filter: a usage error
+    store = cf.open_store(url)
+    try:
+        left = {run.id: run.status for run in cf.Client(store).runs().runs}
+    finally:
+        store.close()
+    assert left == {first.id: cf.Status.QUEUED}

@@ -20,6 +20,7 @@ from typing import Any
 from cairnflow import Cap
 
 from .._markers import PROVES, REFUSES, parse_capability
+from .admin import CancelAllTests, CancelStepTests, DeleteRunTests, JobRetryTests, RetryRunTests
 from .baseline import BaselineTests
 from .clocks import DatabaseClockTests
 from .durability import DurabilityTests
@@ -83,6 +84,11 @@ class ConformanceSuite(
     RescheduleTests,
     ForceRunTests,
     DueQueryTests,
+    RetryRunTests,
+    JobRetryTests,
+    DeleteRunTests,
+    CancelAllTests,
+    CancelStepTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -182,6 +182,16 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         Cap.RESCHEDULE, "reschedule", lambda k: _idle(k).reschedule("run_kitnosuchrun", delay=5)
     ),
+    Refusal(Cap.RETRY_RUN, "retry-run", lambda k: _idle(k).retry_run("run_kitnosuchrun")),
+    Refusal(Cap.JOB_RETRY, "retry-step", lambda k: _idle(k).retry_step("run_kitnosuchrun", "a")),
+    Refusal(Cap.DELETE_RUN, "delete-runs", lambda k: _idle(k).delete_runs("run_kitnosuchrun")),
+    Refusal(
+        Cap.DELETE_RUN, "delete-runs-filter", lambda k: _idle(k).delete_runs(workflow="kit-plain")
+    ),
+    Refusal(Cap.CANCEL_ALL, "cancel-runs", lambda k: _idle(k).cancel_runs(workflow="kit-plain")),
+    Refusal(
+        Cap.CANCEL_STEP, "cancel-step", lambda k: _idle(k).cancel_step("run_kitnosuchrun", "a")
+    ),
     Refusal(Cap.FORCE_RUN, "force-run", lambda k: _idle(k).force_run("run_kitnosuchrun")),
     Refusal(Cap.DUE_QUERY, "next-due", lambda k: _idle(k).next_due()),
 )

@@ -36,6 +36,7 @@ from ..store import (
     StoreFacets,
 )
 from ..workflow import Workflow
+from ._admin_api import AdminMethods
 from ._attempt import End, RunningAttempt, monotonic
 from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
@@ -58,7 +59,7 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods):
+class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.

@@ -1,15 +1,17 @@
-"""The ``cairn`` command line: demo, worker, migrate, runs, show, schedules, pauses, drivers.
+"""The ``cairn`` command line: demo, worker, migrate, runs, show, schedules, pauses, drivers,
+retry, cancel, delete.
 
-The commands are defined in :mod:`._commands`; the pause commands and the run timing
-commands, in modules of their own (:mod:`._pauses`, :mod:`._timing`), are added to the
-group here.
+The commands are defined in :mod:`._commands`; the pause commands (:mod:`._pauses`),
+the run timing commands (:mod:`._timing`) and the operator's acts on runs
+(:mod:`._admin`), in modules of their own, are added to the group here.
 """
 
+from ._admin import cancel, delete, retry
 from ._commands import RECYCLE_EXIT_STATUS, main, run
 from ._pauses import pause, pauses, resume
 from ._timing import due, run_group
 
-for _command in (pause, resume, pauses, run_group, due):
+for _command in (pause, resume, pauses, run_group, due, retry, cancel, delete):
     main.add_command(_command)
 
 __all__ = ["RECYCLE_EXIT_STATUS", "main", "run"]

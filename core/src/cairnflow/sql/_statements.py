@@ -402,11 +402,16 @@ DROP_SIGNALS_OF = "DELETE FROM {signals} WHERE run_id IN ({ids})"
 
 # By id only: these runs are locked and every step of each succeeded, so each is
 # still active. (A state condition here can send a planner down the state index.)
+# An active run keeps an error only once one of its steps was cancelled (Cap.CANCEL_STEP,
+# sql/_admin.py): it ends cancelled when the rest of it is done, not succeeded.
 RUNS_SUCCEEDED = """
             UPDATE {runs}
-            SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL
+            SET steps_left = 0,
+                state = CASE WHEN error IS NULL THEN 'succeeded' ELSE 'cancelled' END,
+                finished_at = ?, active_key = NULL
             WHERE id IN ({ids})"""
-"""End the runs whose every step succeeded, and release their idempotency keys."""
+"""End the runs none of whose steps is left (succeeded, or cancelled by an operator), and
+release their idempotency keys."""
 
 # -- due work ---------------------------------------------------------------------------------
 DUE = """

@@ -27,6 +27,8 @@ hands the call to its part:
 * :mod:`._journal`: the ``Journaling`` facet (``read_journal``, ``record_journal``);
 * :mod:`._locks`: the ``Locking`` facet (``take_lock``, ``release_lock``...).
 * :mod:`._timing`: the ``RunTiming`` facet (``reschedule_run``, ``force_run``, ``next_due``).
+* :mod:`._admin`: the ``RunAdmin`` facet (``reopen_run``, ``delete_runs``, ``cancel_runs``,
+  ``cancel_step``).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -55,6 +57,7 @@ from ..store import (
     PauseKind,
     ReclaimResult,
     RenewResult,
+    Reopened,
     RunPage,
     RunQuery,
     ScheduleRecord,
@@ -64,6 +67,7 @@ from ..store import (
     TickRecord,
 )
 from ..store import Schedules as SchedulesFacet
+from ._admin import Admin
 from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
@@ -125,6 +129,11 @@ SQL_CAPABILITIES = frozenset(
         Cap.RESCHEDULE,
         Cap.FORCE_RUN,
         Cap.DUE_QUERY,
+        Cap.RETRY_RUN,
+        Cap.JOB_RETRY,
+        Cap.DELETE_RUN,
+        Cap.CANCEL_ALL,
+        Cap.CANCEL_STEP,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -197,6 +206,7 @@ class SQLStore:
         self._journal = Journal(context)
         self._locks = Locks(context)
         self._timing = Timing(context)
+        self._admin = Admin(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -461,6 +471,23 @@ class SQLStore:
     def read_lock(self, name: str) -> HeldLock | None:
         """The row of ``name`` as stored."""
         return self._locks.read_lock(name)
+
+    # -- acting on runs ----------------------------------------------------------------------
+    def reopen_run(self, run_id: str, step: str | None, now: int) -> Reopened:
+        """Retry a failed, cancelled or discarded run from what did not succeed (row locked)."""
+        return self._admin.reopen_run(run_id, step, now)
+
+    def delete_runs(self, run_ids: Collection[str]) -> list[str]:
+        """Delete the finished runs among ``run_ids``, all their rows; return those deleted."""
+        return self._admin.delete_runs(run_ids)
+
+    def cancel_runs(self, run_ids: Collection[str], now: int) -> list[str]:
+        """Cancel the unfinished runs among ``run_ids``; return those cancelled."""
+        return self._admin.cancel_runs(run_ids, now)
+
+    def cancel_step(self, run_id: str, step: str, now: int) -> bool:
+        """Cancel one unfinished step and its unfinished descendants (run row locked)."""
+        return self._admin.cancel_step(run_id, step, now)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

@@ -34,6 +34,7 @@ from ._records import (
     Outcome,
     Pause,
     PauseKind,
+    Reopened,
     ScheduleRecord,
     TickRecord,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "Leadership",
     "Locking",
     "QueueControl",
+    "RunAdmin",
     "RunTiming",
     "Schedules",
     "ServerClock",
@@ -344,6 +346,62 @@ class Locking(Protocol):
         ...
 
 
+@runtime_checkable
+class RunAdmin(Protocol):
+    """``Cap.RETRY_RUN``, ``Cap.JOB_RETRY``, ``Cap.DELETE_RUN``, ``Cap.CANCEL_ALL``,
+    ``Cap.CANCEL_STEP``: an operator acting on runs that exist.
+
+    Requirement: each call is one transaction per run it names (``cancel_runs``
+    and ``delete_runs``: one per call, locking the runs in the order of their
+    ids, as a batch of outcomes does), and takes the run rows' locks before
+    the steps', so it serialises with every outcome of those runs. Runs to act
+    on are chosen by the caller: the client pages through
+    :meth:`~cairnflow.store.Store.list_runs` with the operator's filter and
+    hands each page here, so a filter is built in one place and no call locks
+    more than a page of runs.
+
+    * ``reopen_run``: a run whose stored state is in :data:`RETRYABLE` becomes
+      active again. Its steps that succeeded keep their outputs and stay
+      succeeded; every other step loses its lease (a late outcome of an old
+      attempt is refused as lost), its failures and reclaims are counted from
+      zero again (a fresh retry budget; the attempt count goes on), and it is
+      ready (due ``now``) when all its parents succeeded, blocked otherwise.
+      The run takes its idempotency key again: when another unfinished run of
+      the workflow holds it, :class:`~cairnflow.DuplicateRun` and nothing
+      changed. With ``step`` (``Cap.JOB_RETRY``) the step must be ``failed``,
+      else :attr:`Reopened.STEP_NOT_FAILED` and nothing changed.
+      :class:`~cairnflow.RunNotFound`, :class:`~cairnflow.StepNotFound`.
+    * ``delete_runs``: delete those of ``run_ids`` that finished, with every
+      row of theirs (steps, kept signals); unfinished ones are left as they
+      are. Returns the ids deleted; unknown ids are ignored.
+    * ``cancel_runs``: :meth:`~cairnflow.store.Store.cancel_run` for each of
+      ``run_ids`` still unfinished; returns the ids cancelled.
+    * ``cancel_step``: the step, if unfinished in an unfinished run, ends
+      ``cancelled`` with its unfinished descendants (which can never run now);
+      a running attempt keeps its token, so its renewal reports it cancelled
+      and its outcome is refused. The rest of the run goes on; once nothing
+      else is left, the run ends ``cancelled`` (not failed, not succeeded:
+      part of it never ran), with an error naming the step. False when the
+      step or its run had finished.
+    """
+
+    def reopen_run(self, run_id: str, step: str | None, now: int) -> Reopened:
+        """Make a failed, cancelled or discarded run active again from what did not succeed."""
+        ...
+
+    def delete_runs(self, run_ids: Collection[str]) -> list[str]:
+        """Delete the finished runs among ``run_ids``, all their rows; return those deleted."""
+        ...
+
+    def cancel_runs(self, run_ids: Collection[str], now: int) -> list[str]:
+        """Cancel the unfinished runs among ``run_ids``; return those cancelled."""
+        ...
+
+    def cancel_step(self, run_id: str, step: str, now: int) -> bool:
+        """Cancel one unfinished step of an unfinished run, and its descendants."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -475,6 +533,12 @@ FACETS: tuple[Facet, ...] = (
         ("reschedule_run", "force_run", "next_due"),
         frozenset({Cap.RESCHEDULE, Cap.FORCE_RUN, Cap.DUE_QUERY}),
     ),
+    Facet(
+        "run admin",
+        RunAdmin,
+        ("reopen_run", "delete_runs", "cancel_runs", "cancel_step"),
+        frozenset({Cap.RETRY_RUN, Cap.JOB_RETRY, Cap.DELETE_RUN, Cap.CANCEL_ALL, Cap.CANCEL_STEP}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -573,6 +637,8 @@ class StoreFacets:
     journal: Journaling | None
     locks: Locking | None
     timing: RunTiming | None
+    admin: RunAdmin | None = None
+    """The ``RunAdmin`` facet, when the store declares any capability it carries."""
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -605,4 +671,8 @@ class StoreFacets:
                 and isinstance(store, RunTiming)
                 else None
             ),
+            admin=store if caps & _ADMIN and isinstance(store, RunAdmin) else None,
         )
+
+
+_ADMIN = next(facet.capabilities for facet in FACETS if facet.protocol is RunAdmin)

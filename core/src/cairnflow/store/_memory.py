@@ -10,7 +10,7 @@ callable (``Cap.CLOSURE``).
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
 (:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_state`,
-:mod:`._memory_timing`).
+:mod:`._memory_timing`, :mod:`._memory_admin`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from ._facets import (
     Leadership,
     Locking,
     QueueControl,
+    RunAdmin,
     RunTiming,
     Schedules,
     facet_capabilities,
 )
 from ._landed import landed
+from ._memory_admin import MemoryAdmin
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
 from ._memory_state import MemoryState
@@ -122,18 +124,20 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemoryState, MemorySchedules, MemoryPauses, MemoryTiming):
+class MemoryStore(MemoryState, MemorySchedules, MemoryPauses, MemoryTiming, MemoryAdmin):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         (KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY})
-        | facet_capabilities(Schedules, Leadership, QueueControl, Journaling, Locking, RunTiming)
+        | facet_capabilities(
+            Schedules, Leadership, QueueControl, Journaling, Locking, RunTiming, RunAdmin
+        )
         | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
     )
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
     the clients of this object only), the schedules, leadership, queue control,
-    journaling, locking and run timing facets, and what the engine enforces over the
-    kernel (drain, enqueue-only)."""
+    journaling, locking, run timing and run admin facets, and what the engine enforces
+    over the kernel (drain, enqueue-only)."""
     spi_version = SPI_VERSION
 
     def __init__(self) -> None:
@@ -573,8 +577,11 @@ class MemoryStore(MemoryState, MemorySchedules, MemoryPauses, MemoryTiming):
                 ready += 1
         run.steps_left -= 1
         if run.steps_left == 0:
-            self._end_run(run, Status.SUCCEEDED.value, now, error=None)
-            return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
+            # A run that kept an error while active had a step cancelled (Cap.CANCEL_STEP):
+            # it ends cancelled once the rest of it is done, never succeeded.
+            final = Status.SUCCEEDED if run.error is None else Status.CANCELLED
+            self._end_run(run, final.value, now, error=run.error)
+            return FinishResult(AttemptState.HELD, ready=ready, run_status=final)
         return FinishResult(AttemptState.HELD, ready=ready)
 
     def _fail(self, step: _Step, error: ErrorInfo, now: int) -> None:

@@ -17,6 +17,7 @@ from .._queues import DEFAULT_QUEUE
 
 __all__ = [
     "ACTIVE",
+    "RETRYABLE",
     "AdvanceResult",
     "AttemptState",
     "ClaimRequest",
@@ -34,6 +35,7 @@ __all__ = [
     "QueueClaim",
     "ReclaimResult",
     "RenewResult",
+    "Reopened",
     "RunPage",
     "RunQuery",
     "RunSummary",
@@ -503,3 +505,23 @@ def derive_status(
     if present & {StepStatus.SLEEPING, StepStatus.WAITING}:
         return Status.WAITING
     return Status.QUEUED
+
+
+RETRYABLE: frozenset[str] = frozenset(
+    {Status.FAILED.value, Status.CANCELLED.value, Status.DISCARDED.value}
+)
+"""The final states a run can be retried from (``Cap.RETRY_RUN``, ``Cap.JOB_RETRY``): the one
+list every store and the client read. A succeeded run has nothing to retry."""
+
+
+class Reopened(StrEnum):
+    """What ``reopen_run`` (the ``RunAdmin`` facet) did with a run."""
+
+    REOPENED = "reopened"
+    """The run is active again: its steps that had not succeeded run again."""
+    UNFINISHED = "unfinished"
+    """The run has not finished: nothing to retry, nothing changed."""
+    NOT_RETRYABLE = "not_retryable"
+    """The run finished in a state that is not retried (succeeded): nothing changed."""
+    STEP_NOT_FAILED = "step_not_failed"
+    """The step named (``Cap.JOB_RETRY``) did not fail: nothing changed."""
