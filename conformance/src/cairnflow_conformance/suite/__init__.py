@@ -33,6 +33,7 @@ from .enqueue import (
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
+from .policy import DiscardTests, MaxErrorsTests, RecoveredStepTests, RetryUntilTests
 from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
@@ -52,6 +53,10 @@ class ConformanceSuite(
     NodeIdentityTests,
     ClosureTests,
     RetryTests,
+    RetryUntilTests,
+    MaxErrorsTests,
+    DiscardTests,
+    RecoveredStepTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,

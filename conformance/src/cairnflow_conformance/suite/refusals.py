@@ -67,6 +67,20 @@ def _timeout_step(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="t", timeout=5)
 
 
+def _until_step(wf: cf.Workflow) -> object:
+    # One attempt: the deadline alone is asked for, not Cap.RETRY.
+    return wf.step(lambda c, d: d, name="u", retry=cf.RetryPolicy(until=60))
+
+
+def _discard_step(wf: cf.Workflow) -> object:
+    return wf.step(lambda c, d: d, name="d", retry=cf.RetryPolicy(on_exhausted="discard"))
+
+
+def _max_errors(wf: cf.Workflow) -> object:
+    wf.max_errors = 3  # as Workflow(..., max_errors=3) sets it
+    return wf.step(lambda c, d: d, name="m")
+
+
 def _cron(wf: cf.Workflow, **options: Any) -> object:
     wf.step(lambda c, d: d, name="a")
     return wf.schedule("kit-every-minute", cron="* * * * *", **options)
@@ -161,6 +175,9 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")
     ),
+    Refusal(Cap.RETRY_UNTIL, "retry-until", _needs(Cap.RETRY_UNTIL, _until_step)),
+    Refusal(Cap.DISCARD, "discard", _needs(Cap.DISCARD, _discard_step)),
+    Refusal(Cap.RETRY_MAX_ERRORS, "max-errors", _needs(Cap.RETRY_MAX_ERRORS, _max_errors)),
 )
 """Every client API whose capability a store may leave out."""
 

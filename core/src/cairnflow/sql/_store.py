@@ -110,6 +110,9 @@ SQL_CAPABILITIES = frozenset(
         Cap.QUEUE_LIMIT_GLOBAL,
         Cap.PAUSE_QUEUE,
         Cap.PAUSE_WORKFLOW,
+        Cap.RETRY_UNTIL,
+        Cap.RETRY_MAX_ERRORS,
+        Cap.DISCARD,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""

@@ -297,6 +297,11 @@ KERNEL = Facet(
             Cap.QUEUE,
             Cap.QUEUE_OVERRIDE,
             Cap.QUEUE_LIMIT_GLOBAL,
+            # Promises of finish: a Failed outcome's policy (max_errors, retry_deadline,
+            # retry_window, discard) judged on the run when the failure is recorded.
+            Cap.RETRY_UNTIL,
+            Cap.RETRY_MAX_ERRORS,
+            Cap.DISCARD,
         }
     ),
 )

@@ -413,14 +413,20 @@ class MemoryStore(MemorySchedules, MemoryPauses):
                 step.output = outcome.output
                 return self._succeed(step, now)
             if isinstance(outcome, Failed):
+                retry_at = outcome.retry_at
+                if outcome.judged and not outcome.retry_stands(
+                    run.run_at, sum(s.failures for s in run.steps.values())
+                ):
+                    retry_at = None
                 step.failures += 1
                 step.error = outcome.error
-                if outcome.retry_at is not None:
+                if retry_at is not None:
                     step.reclaims = 0
-                    self._make_ready(step, outcome.retry_at, now)
+                    self._make_ready(step, retry_at, now)
                     return FinishResult(AttemptState.HELD, ready=1)
-                self._fail(step, outcome.error, now)
-                return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
+                final = outcome.final_status
+                self._fail(step, outcome.error, now, final)
+                return FinishResult(AttemptState.HELD, run_status=final)
             if isinstance(outcome, Snoozed):
                 self._make_ready(step, outcome.until, now)
                 return FinishResult(AttemptState.HELD, ready=1)
@@ -554,11 +560,13 @@ class MemoryStore(MemorySchedules, MemoryPauses):
             return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
         return FinishResult(AttemptState.HELD, ready=ready)
 
-    def _fail(self, step: _Step, error: ErrorInfo, now: int) -> None:
+    def _fail(
+        self, step: _Step, error: ErrorInfo, now: int, final: Status = Status.FAILED
+    ) -> None:
         step.status = StepStatus.FAILED
         step.finished_at = now
         step.due_at = None
-        self._end_run(step.run, Status.FAILED.value, now, error=error)
+        self._end_run(step.run, final.value, now, error=error)
 
     def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
         run.state = state
