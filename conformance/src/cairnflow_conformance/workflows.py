@@ -19,12 +19,14 @@ from .traces import Traces
 
 __all__ = [
     "APPROVAL",
+    "BUDGET",
     "FANOUT",
     "HOLD",
     "LIMITED",
     "LIMITED_QUEUE",
     "POISON",
     "approval",
+    "budget",
     "fanout",
     "hold",
     "limited",
@@ -39,6 +41,7 @@ POISON = "kit-poison"
 APPROVAL = "kit-approval"
 LIMITED = "kit-limited"
 LIMITED_QUEUE = "kit-q-limited"
+BUDGET = "kit-budget"
 
 RELEASE = "release"
 """The flag that lets the first attempt of ``kit-hold``'s ``hold`` step return."""
@@ -160,6 +163,25 @@ def limited() -> cf.Workflow:
     return cf.Workflow(LIMITED, queue=LIMITED_QUEUE, steps=[cf.Step("work", work)])
 
 
+def budget() -> cf.Workflow:
+    """One step ``flaky`` that always raises, in a run allowed two errors, then discarded.
+
+    ``Cap.RETRY_MAX_ERRORS`` and ``Cap.DISCARD``: a worker that registers it
+    declares both (the kit's worker registers only what its store declares).
+    """
+
+    def flaky(ctx: cf.StepContext, data: Any) -> None:
+        _executed(ctx)
+        raise ConnectionError(f"attempt {ctx.attempt} failed")
+
+    policy = cf.RetryPolicy(
+        max_attempts=10,
+        backoff=cf.Backoff(initial=0.01, factor=1.0, max=0.01),
+        on_exhausted="discard",
+    )
+    return cf.Workflow(BUDGET, max_errors=2, steps=[cf.Step("flaky", flaky, retry=policy)])
+
+
 def max_overlap(spans: list[dict[str, Any]]) -> int:
     """The most ``span`` traces whose ``[start, end)`` intervals hold one instant."""
     events = sorted(
@@ -187,4 +209,4 @@ def ticker() -> cf.Workflow:
 
 def process_workflows() -> list[cf.Workflow]:
     """Fresh instances of every workflow a kit worker process runs."""
-    return [fanout(), hold(), poison(), approval(), limited()]
+    return [fanout(), hold(), poison(), approval(), limited(), budget()]

@@ -33,7 +33,13 @@ from .enqueue import (
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
-from .policy import DiscardTests, MaxErrorsTests, RecoveredStepTests, RetryUntilTests
+from .policy import (
+    BudgetProcessTests,
+    DiscardTests,
+    MaxErrorsTests,
+    RecoveredStepTests,
+    RetryUntilTests,
+)
 from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
@@ -57,6 +63,7 @@ class ConformanceSuite(
     MaxErrorsTests,
     DiscardTests,
     RecoveredStepTests,
+    BudgetProcessTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,

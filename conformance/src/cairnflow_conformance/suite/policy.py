@@ -9,6 +9,7 @@ counted an attempt that was handed back or retaken as an error) is caught.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -20,14 +21,23 @@ import cairnflow as cf
 from cairnflow import Cap
 from cairnflow.clock import from_ns
 from cairnflow.store import ClaimedAttempt, Failed, FinishResult, Store
+from cairnflow.testing import FAULTS_ENV
 
+from .. import workflows
 from .._kit import Kit
 from .._markers import proves
 from ._shared import TIMEOUT, claim_all, wait_until
 
-__all__ = ["DiscardTests", "MaxErrorsTests", "RecoveredStepTests", "RetryUntilTests"]
+__all__ = [
+    "BudgetProcessTests",
+    "DiscardTests",
+    "MaxErrorsTests",
+    "RecoveredStepTests",
+    "RetryUntilTests",
+]
 
 _S = 1_000_000_000
+_GROUP = pytest.mark.xdist_group("cairnflow-conformance-processes")
 _QUICK = cf.Backoff(initial=0.01, factor=1.0, max=0.01)
 _MINUTE = cf.Backoff(initial=60, factor=1.0, max=60)
 
@@ -242,6 +252,42 @@ class MaxErrorsTests:
             time.time_ns(),
         )
         assert final.run_status is cf.Status.FAILED
+
+
+class BudgetProcessTests:
+    """A worker process killed at the worst moment for the failure policy."""
+
+    @_GROUP
+    @proves(Cap.RETRY_MAX_ERRORS, Cap.DISCARD, requires=[Cap.MULTI_PROCESS, Cap.LEASE])
+    def test_a_worker_killed_as_it_writes_a_failure_spends_none_of_the_budget(
+        self, cairnflow_kit: Kit, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The victim's step raised and its committer is about to write the failure
+        # when the process dies: nothing of it is recorded, the attempt is retaken after
+        # its lease, and the run's two errors are spent by the two attempts after it.
+        kit = cairnflow_kit
+        monkeypatch.setenv(FAULTS_ENV, "outcome.before_commit=kill#1")
+        victim = kit.processes.spawn("kit-budget-victim", workers=1, lease=1.0)
+        monkeypatch.delenv(FAULTS_ENV)
+        client = kit.client(workflows.budget(), start=False)
+        ref = client.enqueue(workflows.BUDGET, {"traces": str(kit.traces.directory)})
+        wait_until(lambda: not victim.alive, timeout=TIMEOUT, what="the victim to die")
+        assert victim.returncode == -signal.SIGKILL, victim.log()
+        assert kit.stored_step(ref, "flaky").failures == 0
+        rescuer = kit.processes.spawn("kit-budget-rescuer", workers=1)
+        info = client.wait(ref, timeout=TIMEOUT * 2)
+        assert info.status is cf.Status.DISCARDED, (info.error, kit.processes.logs())
+        step = kit.stored_step(ref, "flaky")
+        assert (step.attempt, step.failures) == (3, 2)
+        executed = sorted(
+            kit.traces.read("exec", run=ref.id, step="flaky"), key=lambda e: e["attempt"]
+        )
+        assert [(e["node"], e["attempt"]) for e in executed] == [
+            ("kit-budget-victim", 1),
+            ("kit-budget-rescuer", 2),
+            ("kit-budget-rescuer", 3),
+        ]
+        assert rescuer.stop() == 0, rescuer.log()
 
 
 class DiscardTests:
