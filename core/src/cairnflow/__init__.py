@@ -53,7 +53,17 @@ from ._errors import (
     ValueRefused,
     WaitTimeout,
 )
-from ._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
+from ._models import (
+    ErrorInfo,
+    Job,
+    RunError,
+    RunInfo,
+    RunRef,
+    Status,
+    StepInfo,
+    StepKind,
+    StepStatus,
+)
 from ._queues import QueueConfig
 from ._version import SPI_VERSION, __version__
 from .codec import Codec, JSONCodec
@@ -95,6 +105,7 @@ __all__ = [
     "Permanent",
     "QueueConfig",
     "RetryPolicy",
+    "RunError",
     "RunFailed",
     "RunInfo",
     "RunList",

@@ -155,6 +155,8 @@ class Workflow:
     ``timeout`` are the defaults for its steps. ``max_errors`` bounds the failed
     attempts of a whole run: once its steps together failed that many, none is
     retried again (the run fails, or is discarded by the step's policy).
+    ``error_history`` is how many errors of its last failed attempts each run
+    keeps (None: the client's setting, 0: none).
     """
 
     def __init__(
@@ -168,6 +170,7 @@ class Workflow:
         priority: int = 0,
         description: str | None = None,
         max_errors: int | None = None,
+        error_history: int | None = None,
     ) -> None:
         self.name = check_name("workflow", name)
         self.max_errors = (
@@ -177,6 +180,14 @@ class Workflow:
         )
         """``Cap.RETRY_MAX_ERRORS``: a run's retries stop once its steps failed this many
         attempts together (counted by the store as it records each failure)."""
+        self.error_history = (
+            None
+            if error_history is None
+            else check_int(
+                f"error_history of workflow {name!r}", error_history, minimum=0, maximum=10_000
+            )
+        )
+        """``Cap.ERROR_HISTORY``: the errors each run keeps (None: the client's setting)."""
         self.queue = check_name("queue", queue)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"workflow {name!r}: retry must be a RetryPolicy, got {retry!r}")
@@ -439,6 +450,8 @@ class Workflow:
                     needs.setdefault(Cap.DISCARD, f"the retry policy of step {step.name!r}")
                 if self.timeout_for(step) is not None:
                     needs.setdefault(Cap.STEP_TIMEOUT, f"the timeout of step {step.name!r}")
+        if self.error_history:
+            needs.setdefault(Cap.ERROR_HISTORY, f"error_history of workflow {self.name!r}")
         if self.max_errors is not None:
             needs.setdefault(Cap.RETRY_MAX_ERRORS, f"max_errors of workflow {self.name!r}")
         for name, declared in self._schedules.items():

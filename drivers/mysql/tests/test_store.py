@@ -36,6 +36,7 @@ MIGRATIONS = [
     "007_claim_by_queue",
     "008_pauses",
     "009_limits",
+    "010_errors",
 ]
 
 
@@ -277,7 +278,10 @@ def test_a_namespace_before_leaders_is_refused_until_migrated(server: Server, pr
         assert old.migrate() == MIGRATIONS[:5]
         with pytest.raises(
             cf.SchemaNotReady,
-            match=r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits are",
+            match=(
+                r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits, "
+                r"010_errors are"
+            ),
         ):
             new.check_schema()
         assert new.migrate() == MIGRATIONS[5:]

@@ -86,6 +86,7 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_leaders",
             "app_pauses",
             "app_limits",
+            "app_errors",
             "app_migrations",
         ]
     finally:

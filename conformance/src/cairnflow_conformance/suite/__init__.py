@@ -36,6 +36,7 @@ from .pauses import PauseTests
 from .policy import (
     BudgetProcessTests,
     DiscardTests,
+    ErrorHistoryTests,
     MaxErrorsTests,
     RecoveredStepTests,
     RetryUntilTests,
@@ -64,6 +65,7 @@ class ConformanceSuite(
     DiscardTests,
     RecoveredStepTests,
     BudgetProcessTests,
+    ErrorHistoryTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,

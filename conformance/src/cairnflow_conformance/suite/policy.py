@@ -1,4 +1,4 @@
-"""Failure policies: RETRY_UNTIL, RETRY_MAX_ERRORS, DISCARD.
+"""Failure policies and history: RETRY_UNTIL, RETRY_MAX_ERRORS, DISCARD, ERROR_HISTORY.
 
 Each policy is judged by the store in the transaction that records a failure
 (``Failed.retry_stands``, the run row locked), so the tests drive it twice:
@@ -20,7 +20,7 @@ import pytest
 import cairnflow as cf
 from cairnflow import Cap
 from cairnflow.clock import from_ns
-from cairnflow.store import ClaimedAttempt, Failed, FinishResult, Store
+from cairnflow.store import ClaimedAttempt, ErrorHistory, Failed, FinishResult, Store
 from cairnflow.testing import FAULTS_ENV
 
 from .. import workflows
@@ -31,6 +31,7 @@ from ._shared import TIMEOUT, claim_all, wait_until
 __all__ = [
     "BudgetProcessTests",
     "DiscardTests",
+    "ErrorHistoryTests",
     "MaxErrorsTests",
     "RecoveredStepTests",
     "RetryUntilTests",
@@ -78,9 +79,10 @@ def _failures_are(client: cf.Client, ref: cf.RunRef, count: int) -> Callable[[],
 
 
 def _fail_at_once(
-    stores: list[Store], pair: list[ClaimedAttempt]
+    stores: list[Store], pair: list[ClaimedAttempt], **policy: Any
 ) -> list[FinishResult | BaseException]:
-    """Fail each attempt of ``pair`` through its own store at the same moment (max_errors=2)."""
+    """Fail each attempt of ``pair`` through its own store at the same moment (``policy``:
+    the rest of the :class:`Failed`)."""
     gate = threading.Barrier(len(pair))
     results: list[FinishResult | BaseException] = [RuntimeError("not run")] * len(pair)
 
@@ -88,7 +90,7 @@ def _fail_at_once(
         try:
             gate.wait(TIMEOUT)
             now = time.time_ns()
-            outcome = Failed(_error(pair[i].step), retry_at=now, max_errors=2)
+            outcome = Failed(_error(pair[i].step), retry_at=now, **policy)
             results[i] = stores[i].finish(pair[i].token, outcome, now)
         except BaseException as error:  # noqa: BLE001 - the test asserts on it
             results[i] = error
@@ -99,6 +101,25 @@ def _fail_at_once(
     for thread in threads:
         thread.join(TIMEOUT)
     return results
+
+
+def _races(kit: Kit, name: str, **policy: Any) -> list[tuple[cf.RunRef, list[FinishResult]]]:
+    """Three runs of two root steps; each run's two attempts failed at once through two
+    store objects (:func:`_fail_at_once`), every failure written. Per run: its results."""
+    refs, claimed = _two_roots(kit, name, runs=3)
+    stores: list[Store] = kit.peer_stores(2)
+    by_run: dict[str, list[ClaimedAttempt]] = {}
+    for attempt in claimed:
+        by_run.setdefault(attempt.run_id, []).append(attempt)
+    raced: list[tuple[cf.RunRef, list[FinishResult]]] = []
+    for ref in refs:
+        results: list[FinishResult] = []
+        for result in _fail_at_once(stores, by_run[ref.id], **policy):
+            assert isinstance(result, FinishResult), result
+            assert result.applied
+            results.append(result)
+        raced.append((ref, results))
+    return raced
 
 
 class RetryUntilTests:
@@ -200,17 +221,8 @@ class MaxErrorsTests:
         # Two steps of a run fail at the same moment through two store objects (two
         # connections): with max_errors=2 exactly one may be retried. A store that
         # counted outside the run's lock would retry both.
-        refs, claimed = _two_roots(cairnflow_kit, "kit-max-race", runs=3)
-        stores: list[Store] = cairnflow_kit.peer_stores(2)
-        by_run: dict[str, list[ClaimedAttempt]] = {}
-        for attempt in claimed:
-            by_run.setdefault(attempt.run_id, []).append(attempt)
-        for ref in refs:
-            results = _fail_at_once(stores, by_run[ref.id])
-            for result in results:
-                assert isinstance(result, FinishResult), result
-                assert result.applied
-            assert sorted(str(r.run_status) for r in results if isinstance(r, FinishResult)) == [
+        for ref, results in _races(cairnflow_kit, "kit-max-race", max_errors=2):
+            assert sorted(str(r.run_status) for r in results) == [
                 "None",
                 cf.Status.FAILED.value,
             ], "both failures were judged under the limit, or both over it"
@@ -388,3 +400,108 @@ class RecoveredStepTests:
         assert stored.state == cf.Status.SUCCEEDED.value
         assert stored.error is None
         assert cairnflow_kit.stored_output(ref, "fetch") == {"rows": 7}
+
+
+def _history_store(kit: Kit) -> ErrorHistory:
+    store = kit.store
+    assert isinstance(store, ErrorHistory), "a store declaring ERROR_HISTORY has run_errors"
+    return store
+
+
+class ErrorHistoryTests:
+    """``Cap.ERROR_HISTORY``: a run keeps the errors of its last N failed attempts."""
+
+    @proves(Cap.ERROR_HISTORY, Cap.RETRY)
+    def test_a_recovered_step_keeps_its_errors_as_history_and_its_output_as_result(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        wf = cf.Workflow("kit-history")
+        calls: list[int] = []
+
+        @wf.step(retry=cf.RetryPolicy(max_attempts=5, backoff=_QUICK))
+        def fetch(ctx: cf.StepContext, data: Any) -> str:
+            calls.append(ctx.attempt)
+            if len(calls) < 4:
+                raise ConnectionError(f"failure {len(calls)}")
+            return "fetched"
+
+        client = cairnflow_kit.client(wf)
+        ref = client.enqueue("kit-history")
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED
+        assert info.result == "fetched"
+        assert info.error is None
+        errors = client.errors(ref)
+        assert [(e.seq, e.step, e.attempt) for e in errors] == [
+            (3, "fetch", 3),
+            (2, "fetch", 2),
+            (1, "fetch", 1),
+        ]
+        assert [e.message for e in errors] == ["failure 3", "failure 2", "failure 1"]
+        for error in errors:
+            assert error.type == "ConnectionError"
+            assert error.node == client.node_id
+            assert error.traceback is not None
+            assert "ConnectionError: failure" in error.traceback
+            assert error.at_ns > 0
+        assert errors[0].at_ns >= errors[-1].at_ns
+
+    @proves(Cap.ERROR_HISTORY)
+    def test_only_the_newest_errors_are_kept_and_zero_keeps_none(self, cairnflow_kit: Kit) -> None:
+        policy = cf.RetryPolicy(max_attempts=5, backoff=_QUICK)
+        wf, attempts = _always_failing("kit-history-bound", policy)
+        client = cairnflow_kit.client(wf, error_history=2)
+        ref = client.enqueue("kit-history-bound")
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.FAILED
+        assert attempts == [1, 2, 3, 4, 5]
+        errors = client.errors(ref)
+        assert [(e.seq, e.attempt, e.message) for e in errors] == [
+            (5, 5, "failure 5"),
+            (4, 4, "failure 4"),
+        ]
+        # A workflow's own setting overrides the client's: 0 keeps none.
+        quiet, _ = _always_failing(
+            "kit-history-off", cf.RetryPolicy(max_attempts=2, backoff=_QUICK), error_history=0
+        )
+        client.register(quiet)
+        off = client.wait(client.enqueue("kit-history-off"), timeout=TIMEOUT)
+        assert off.status is cf.Status.FAILED
+        assert client.errors(off.ref) == []
+
+    @proves(Cap.ERROR_HISTORY)
+    def test_the_history_is_trimmed_in_the_transaction_that_records_a_failure(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # At the SPI, with no client running (nothing could trim later): after every
+        # failure the run holds at most keep_errors rows, the newest.
+        store = cairnflow_kit.store
+        history = _history_store(cairnflow_kit)
+        refs, claimed = _two_roots(cairnflow_kit, "kit-history-spi")
+        run_id = refs[0].id
+        attempts = {a.step: a for a in claimed}
+        for n in range(1, 5):
+            attempt = attempts["a"]
+            now = time.time_ns()
+            outcome = Failed(
+                _error("a", attempt.attempt), retry_at=now, keep_errors=2, node=f"kit-node-{n}"
+            )
+            assert store.finish(attempt.token, outcome, now).applied
+            kept = history.run_errors(run_id)
+            assert [e.seq for e in kept] == list(range(n, max(n - 2, 0), -1))
+            assert kept[0].node == f"kit-node-{n}"
+            assert kept[0].at_ns == now
+            assert (kept[0].step, kept[0].attempt) == ("a", attempt.attempt)
+            assert kept[0].error == outcome.error
+            again = [a for a in claim_all(store, "kit-history-spi") if a.step == "a"]
+            assert len(again) == 1
+            attempts["a"] = again[0]
+        assert history.run_errors("run_kitnosuchrun") == []
+
+    @proves(Cap.ERROR_HISTORY)
+    def test_two_failures_of_a_run_at_once_take_two_numbers(self, cairnflow_kit: Kit) -> None:
+        history = _history_store(cairnflow_kit)
+        for ref, _results in _races(cairnflow_kit, "kit-history-race", keep_errors=5):
+            kept = history.run_errors(ref.id)
+            assert [e.seq for e in kept] == [2, 1]
+            assert sorted(e.step for e in kept) == ["a", "b"]

@@ -81,6 +81,11 @@ def _max_errors(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="m")
 
 
+def _history(wf: cf.Workflow) -> object:
+    wf.error_history = 5  # as Workflow(..., error_history=5) sets it
+    return wf.step(lambda c, d: d, name="h")
+
+
 def _cron(wf: cf.Workflow, **options: Any) -> object:
     wf.step(lambda c, d: d, name="a")
     return wf.schedule("kit-every-minute", cron="* * * * *", **options)
@@ -178,6 +183,11 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.RETRY_UNTIL, "retry-until", _needs(Cap.RETRY_UNTIL, _until_step)),
     Refusal(Cap.DISCARD, "discard", _needs(Cap.DISCARD, _discard_step)),
     Refusal(Cap.RETRY_MAX_ERRORS, "max-errors", _needs(Cap.RETRY_MAX_ERRORS, _max_errors)),
+    Refusal(Cap.ERROR_HISTORY, "errors", lambda k: _idle(k).errors("run_kitnosuchrun")),
+    Refusal(
+        Cap.ERROR_HISTORY, "client-error-history", lambda k: cf.Client(k.store, error_history=5)
+    ),
+    Refusal(Cap.ERROR_HISTORY, "workflow-error-history", _needs(Cap.ERROR_HISTORY, _history)),
 )
 """Every client API whose capability a store may leave out."""
 

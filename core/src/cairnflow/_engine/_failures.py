@@ -40,7 +40,16 @@ def failure_outcome(
         max_errors=None if workflow is None else workflow.max_errors,
         retry_deadline=policy.deadline_ns,
         retry_window=policy.window_ns,
+        keep_errors=_kept(state, workflow),
+        node=state.settings.node_id,
     )
+
+
+def _kept(state: EngineState, workflow: Workflow | None) -> int:
+    """How many errors the run keeps: its workflow's setting, or the client's."""
+    if workflow is not None and workflow.error_history is not None:
+        return workflow.error_history
+    return state.settings.error_history
 
 
 def _policy(workflow: Workflow | None, claimed: ClaimedAttempt, step: Step | None) -> RetryPolicy:

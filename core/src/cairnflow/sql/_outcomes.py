@@ -42,6 +42,7 @@ from ..store import (
 )
 from ._claims import Claims
 from ._dialect import Cursor
+from ._history import ErrorLog
 from ._leases import Leases
 from ._parts import Context, Part, chunks, split_token
 from ._queries import Queries
@@ -118,10 +119,13 @@ class Outcomes(Part):
     """``finish_and_claim`` (and ``finish``, ``finish_many``), ``advance_due``,
     ``send_signal``, ``cancel_run``."""
 
-    def __init__(self, context: Context, *, claims: Claims, leases: Leases) -> None:
+    def __init__(
+        self, context: Context, *, claims: Claims, leases: Leases, errors: ErrorLog
+    ) -> None:
         super().__init__(context)
         self._claims = claims
         self._leases = leases
+        self._errors = errors
 
     def finish_and_claim(
         self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
@@ -295,9 +299,11 @@ class Outcomes(Part):
                 status = _due_status(retry_at, now)
                 if not fenced(q.retry, status, retry_at, error):
                     return lost()
+                self._errors.record(cur, run_id, outcome, error, now)
                 return FinishResult(AttemptState.HELD, ready=1)
             if not fenced(q.fail, error, now):
                 return lost()
+            self._errors.record(cur, run_id, outcome, error, now)
             final = outcome.final_status
             self._end_run(cur, run_id, final.value, error, now)
             return FinishResult(AttemptState.HELD, run_status=final)

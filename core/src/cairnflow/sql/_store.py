@@ -24,6 +24,7 @@ hands the call to its part:
 * :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...);
 * :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``);
 * :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``).
+* :mod:`._history`: the ``ErrorHistory`` facet (``run_errors``; failures recorded by outcomes).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -35,6 +36,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
+from .._models import RunError
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
@@ -64,6 +66,7 @@ from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
 from ._errors import ErrorClassifier
+from ._history import ErrorLog
 from ._leadership import Leadership
 from ._leases import Leases
 from ._migrations import Migration
@@ -113,6 +116,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.RETRY_UNTIL,
         Cap.RETRY_MAX_ERRORS,
         Cap.DISCARD,
+        Cap.ERROR_HISTORY,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -177,7 +181,10 @@ class SQLStore:
         self._enqueue = Enqueue(context)
         self._claims = Claims(context)
         self._leases = Leases(context)
-        self._outcomes = Outcomes(context, claims=self._claims, leases=self._leases)
+        self._errors = ErrorLog(context)
+        self._outcomes = Outcomes(
+            context, claims=self._claims, leases=self._leases, errors=self._errors
+        )
         self._reads = Reads(context)
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
@@ -421,3 +428,8 @@ class SQLStore:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"
+
+    # -- error history -------------------------------------------------------------------------
+    def run_errors(self, run_id: str) -> list[RunError]:
+        """The recorded errors of ``run_id``, newest first (``Cap.ERROR_HISTORY``)."""
+        return self._errors.run_errors(run_id)

@@ -25,6 +25,7 @@ TABLES = (
     "leaders",
     "pauses",
     "limits",
+    "errors",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -44,6 +45,7 @@ class Tables:
     leaders: str
     pauses: str
     limits: str
+    errors: str
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -70,6 +72,7 @@ class Tables:
             leaders=name("leaders"),
             pauses=name("pauses"),
             limits=name("limits"),
+            errors=name("errors"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -78,7 +81,8 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{migrations}``: qualified, quoted table names;
+        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{errors}``, ``{migrations}``: qualified,
+        quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -91,6 +95,7 @@ class Tables:
             "leaders": self.leaders,
             "pauses": self.pauses,
             "limits": self.limits,
+            "errors": self.errors,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
 from .._errors import CairnError
+from .._models import RunError
 from ._protocol import Store
 from ._records import (
     ClaimedAttempt,
@@ -42,6 +43,7 @@ __all__ = [
     "FACETS",
     "KERNEL",
     "BatchOutcomes",
+    "ErrorHistory",
     "Facet",
     "KernelOutcomes",
     "Leadership",
@@ -233,6 +235,22 @@ class QueueControl(Protocol):
         ...
 
 
+@runtime_checkable
+class ErrorHistory(Protocol):
+    """``Cap.ERROR_HISTORY``: a run keeps the errors of its last failed attempts.
+
+    Requirement: ``finish`` of a :class:`~cairnflow.store.Failed` whose
+    ``keep_errors`` is N > 0 records the failure as the run's next
+    :class:`~cairnflow.RunError` (``seq`` one more than the run's last) and
+    drops the run's errors older than its newest N, in the transaction that
+    records the failure; ``run_errors`` reads them back, newest first.
+    """
+
+    def run_errors(self, run_id: str) -> list[RunError]:
+        """The recorded errors of run ``run_id``, newest first (empty for an unknown run)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -356,6 +374,7 @@ FACETS: tuple[Facet, ...] = (
         ("pause", "resume", "pauses"),
         frozenset({Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW}),
     ),
+    Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -443,6 +462,7 @@ class StoreFacets:
     schedules: Schedules | None
     leadership: Leadership | None
     queue_control: QueueControl | None
+    errors: ErrorHistory | None = None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -466,5 +486,8 @@ class StoreFacets:
                 store
                 if caps & {Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW} and isinstance(store, QueueControl)
                 else None
+            ),
+            errors=(
+                store if Cap.ERROR_HISTORY in caps and isinstance(store, ErrorHistory) else None
             ),
         )

@@ -27,8 +27,16 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
-from ._facets import KERNEL, Leadership, QueueControl, Schedules, facet_capabilities
+from ._facets import (
+    KERNEL,
+    ErrorHistory,
+    Leadership,
+    QueueControl,
+    Schedules,
+    facet_capabilities,
+)
 from ._landed import landed
+from ._memory_errors import MemoryErrors
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
 from ._records import (
@@ -109,12 +117,12 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemorySchedules, MemoryPauses):
+class MemoryStore(MemoryErrors, MemorySchedules, MemoryPauses):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
-    ) | facet_capabilities(Schedules, Leadership, QueueControl)
+    ) | facet_capabilities(Schedules, Leadership, QueueControl, ErrorHistory)
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
     the clients of this object only), and the schedules, leadership and queue control
     facets."""
@@ -420,6 +428,7 @@ class MemoryStore(MemorySchedules, MemoryPauses):
                     retry_at = None
                 step.failures += 1
                 step.error = outcome.error
+                self._record_error(run.id, outcome, now)
                 if retry_at is not None:
                     step.reclaims = 0
                     self._make_ready(step, retry_at, now)

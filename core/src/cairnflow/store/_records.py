@@ -194,6 +194,11 @@ class Failed:
     - ``discard`` (``Cap.DISCARD``): a step that ran out of retries (by count,
       or by one of the rules above) ends its run ``discarded``, not ``failed``.
 
+    ``keep_errors`` (``Cap.ERROR_HISTORY``, 0: none): the store records the
+    failure in the run's error history (:class:`~cairnflow.RunError`: step and
+    attempt from ``error``, ``node``, the time ``now``) in the same
+    transaction, and keeps the newest ``keep_errors`` of the run's errors.
+
     A store that does not declare those capabilities never receives them: the
     client refuses the workflows that ask for them.
     """
@@ -204,6 +209,8 @@ class Failed:
     max_errors: int | None = None
     retry_deadline: int | None = None
     retry_window: int | None = None
+    keep_errors: int = 0
+    node: str | None = None
 
     @property
     def judged(self) -> bool:
