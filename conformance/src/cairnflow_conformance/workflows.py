@@ -19,6 +19,7 @@ from .traces import Traces
 
 __all__ = [
     "APPROVAL",
+    "BUDGET",
     "FANOUT",
     "HOLD",
     "LIMITED",
@@ -27,6 +28,7 @@ __all__ = [
     "MEMO",
     "POISON",
     "approval",
+    "budget",
     "fanout",
     "hold",
     "limited",
@@ -45,6 +47,7 @@ LIMITED = "kit-limited"
 LIMITED_QUEUE = "kit-q-limited"
 MEMO = "kit-memo"
 LOCKER = "kit-locker"
+BUDGET = "kit-budget"
 
 RELEASE = "release"
 """The flag that lets the first attempt of ``kit-hold``'s ``hold`` step return."""
@@ -166,6 +169,25 @@ def limited() -> cf.Workflow:
     return cf.Workflow(LIMITED, queue=LIMITED_QUEUE, steps=[cf.Step("work", work)])
 
 
+def budget() -> cf.Workflow:
+    """One step ``flaky`` that always raises, in a run allowed two errors, then discarded.
+
+    ``Cap.RETRY_MAX_ERRORS`` and ``Cap.DISCARD``: a worker that registers it
+    declares both (the kit's worker registers only what its store declares).
+    """
+
+    def flaky(ctx: cf.StepContext, data: Any) -> None:
+        _executed(ctx)
+        raise ConnectionError(f"attempt {ctx.attempt} failed")
+
+    policy = cf.RetryPolicy(
+        max_attempts=10,
+        backoff=cf.Backoff(initial=0.01, factor=1.0, max=0.01),
+        on_exhausted="discard",
+    )
+    return cf.Workflow(BUDGET, max_errors=2, steps=[cf.Step("flaky", flaky, retry=policy)])
+
+
 def max_overlap(spans: list[dict[str, Any]]) -> int:
     """The most ``span`` traces whose ``[start, end)`` intervals hold one instant."""
     events = sorted(
@@ -240,4 +262,4 @@ def ticker() -> cf.Workflow:
 
 def process_workflows() -> list[cf.Workflow]:
     """Fresh instances of every workflow a kit worker process runs."""
-    return [fanout(), hold(), poison(), approval(), limited(), memo(), locker()]
+    return [fanout(), hold(), poison(), approval(), limited(), memo(), locker(), budget()]

@@ -55,7 +55,17 @@ from ._errors import (
     WaitTimeout,
 )
 from ._fleet import HandedBack, Recycle, StopCause, StopReport
-from ._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
+from ._models import (
+    ErrorInfo,
+    Job,
+    RunError,
+    RunInfo,
+    RunRef,
+    Status,
+    StepInfo,
+    StepKind,
+    StepStatus,
+)
 from ._queues import QueueConfig
 from ._version import SPI_VERSION, __version__
 from .codec import Codec, JSONCodec
@@ -102,6 +112,7 @@ __all__ = [
     "QueueConfig",
     "Recycle",
     "RetryPolicy",
+    "RunError",
     "RunFailed",
     "RunInfo",
     "RunList",

@@ -39,6 +39,7 @@ MIGRATIONS = [
     "010_journal",
     "011_locks",
     "012_forced",
+    "013_errors",
 ]
 
 
@@ -284,7 +285,7 @@ def test_a_namespace_before_leaders_is_refused_until_migrated(server: Server, pr
             cf.SchemaNotReady,
             match=(
                 r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits, "
-                r"010_journal, 011_locks, 012_forced are"
+                r"010_journal, 011_locks, 012_forced, 013_errors are"
             ),
         ):
             new.check_schema()

@@ -154,6 +154,15 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 INSERT INTO {t.limits} (kind, name)
                 SELECT 'queue', 'limited_' || g FROM generate_series(1, 1000) AS g"""
             )
+            # 20 recorded errors of each of 10,000 runs (a history full at its default bound).
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.errors} (run_id, seq, step, attempt, node, at, error)
+                SELECT 'run_' || g, k, 'a', k, 'node', %(now)s, '{{}}'
+                FROM generate_series(%(finished)s - 9995, %(finished)s + 5) AS g
+                CROSS JOIN generate_series(1, 20) AS k""",
+                {"now": NOW, "finished": FINISHED},
+            )
         tables = (
             t.runs,
             t.steps,
@@ -165,6 +174,7 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
             t.limits,
             t.journal,
             t.locks,
+            t.errors,
         )
         for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
@@ -284,6 +294,12 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "due_ready": t.due_ready(workflows, ["default", "mail"]),
         "next_timed": t.next_timed(workflows, ["default", "mail"]),
         "next_expiry": t.next_expiry(workflows),
+        # Failure policies and error history: a failure reads its run's steps through the
+        # (run_id, name) key and its range of the errors' primary key.
+        "run_failures": (q.run_failures, (hot_run,)),
+        "last_error": (store._errors.last_error, (hot_run,)),
+        "trim_errors": (store._errors.trim_errors, (hot_run, 3)),
+        "run_errors": (store._errors.run_errors_of, (hot_run,)),
     }
     return statements
 
@@ -343,6 +359,9 @@ def test_no_hot_path_query_scans_a_whole_table(
     assert f"{prefix}pauses_pkey" in indexes["due_ready"], indexes["due_ready"]
     assert f"{prefix}steps_due" in indexes["next_timed"], indexes["next_timed"]
     assert f"{prefix}steps_running" in indexes["next_expiry"], indexes["next_expiry"]
+    for name in ("last_error", "trim_errors", "run_errors"):
+        assert f"{prefix}errors_pkey" in indexes[name], (name, indexes[name])
+    assert f"{prefix}steps_run_name" in indexes["run_failures"], indexes["run_failures"]
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

@@ -35,6 +35,7 @@ MIGRATIONS = [
     "006_limits",
     "007_state",
     "008_forced",
+    "009_errors",
 ]
 
 
@@ -164,7 +165,7 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
-        r"008_forced are",
+        r"008_forced, 009_errors are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -180,7 +181,7 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
-        r"008_forced are",
+        r"008_forced, 009_errors are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]

@@ -88,6 +88,7 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_limits",
             "app_journal",
             "app_locks",
+            "app_errors",
             "app_migrations",
         ]
     finally:

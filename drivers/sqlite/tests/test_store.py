@@ -39,6 +39,7 @@ MIGRATIONS = [
     "007_limits",
     "008_state",
     "009_forced",
+    "010_errors",
 ]
 
 
@@ -174,7 +175,7 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced are",
+        r"009_forced, 010_errors are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -198,7 +199,7 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced are",
+        r"009_forced, 010_errors are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -371,6 +372,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
     by_role = "sqlite_autoindex_cf_leaders_1"
     by_pause = "sqlite_autoindex_cf_pauses_1"
+    by_error = "sqlite_autoindex_cf_errors_1"
     statements = {
         "claim": (plan.update_returning, "cf_steps_ready"),
         "claim_runs": (q.claim_runs(["r1", "r2"]), by_run_id),
@@ -432,6 +434,13 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "due_ready, pauses": (t.due_ready(["w"], ["default"]), by_pause),
         "next_timed": (t.next_timed(["w", "v"], ["default", "mail"]), "cf_steps_due"),
         "next_expiry": (t.next_expiry(["w", "v"]), "cf_steps_running"),
+        # Failure policies and error history (schema 10): a failure reads its run's steps by
+        # the (run_id, name) key, and the run's range of the errors' primary key.
+        "run_failures": ((q.run_failures, ("r1",)), "sqlite_autoindex_cf_steps_2"),
+        "run_failures, run": ((q.run_failures, ("r1",)), by_run_id),
+        "last_error": ((store._errors.last_error, ("r1",)), by_error),
+        "trim_errors": ((store._errors.trim_errors, ("r1", 3)), by_error),
+        "run_errors": ((store._errors.run_errors_of, ("r1",)), by_error),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():

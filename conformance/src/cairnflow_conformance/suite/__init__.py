@@ -35,6 +35,14 @@ from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .fleet import FleetTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
+from .policy import (
+    BudgetProcessTests,
+    DiscardTests,
+    ErrorHistoryTests,
+    MaxErrorsTests,
+    RecoveredStepTests,
+    RetryUntilTests,
+)
 from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
@@ -56,6 +64,12 @@ class ConformanceSuite(
     NodeIdentityTests,
     ClosureTests,
     RetryTests,
+    RetryUntilTests,
+    MaxErrorsTests,
+    DiscardTests,
+    RecoveredStepTests,
+    BudgetProcessTests,
+    ErrorHistoryTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,

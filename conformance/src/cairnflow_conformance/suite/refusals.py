@@ -77,6 +77,25 @@ def _timeout_step(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="t", timeout=5)
 
 
+def _until_step(wf: cf.Workflow) -> object:
+    # One attempt: the deadline alone is asked for, not Cap.RETRY.
+    return wf.step(lambda c, d: d, name="u", retry=cf.RetryPolicy(until=60))
+
+
+def _discard_step(wf: cf.Workflow) -> object:
+    return wf.step(lambda c, d: d, name="d", retry=cf.RetryPolicy(on_exhausted="discard"))
+
+
+def _max_errors(wf: cf.Workflow) -> object:
+    wf.max_errors = 3  # as Workflow(..., max_errors=3) sets it
+    return wf.step(lambda c, d: d, name="m")
+
+
+def _history(wf: cf.Workflow) -> object:
+    wf.error_history = 5  # as Workflow(..., error_history=5) sets it
+    return wf.step(lambda c, d: d, name="h")
+
+
 def _cron(wf: cf.Workflow, **options: Any) -> object:
     wf.step(lambda c, d: d, name="a")
     return wf.schedule("kit-every-minute", cron="* * * * *", **options)
@@ -194,6 +213,14 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(Cap.FORCE_RUN, "force-run", lambda k: _idle(k).force_run("run_kitnosuchrun")),
     Refusal(Cap.DUE_QUERY, "next-due", lambda k: _idle(k).next_due()),
+    Refusal(Cap.RETRY_UNTIL, "retry-until", _needs(Cap.RETRY_UNTIL, _until_step)),
+    Refusal(Cap.DISCARD, "discard", _needs(Cap.DISCARD, _discard_step)),
+    Refusal(Cap.RETRY_MAX_ERRORS, "max-errors", _needs(Cap.RETRY_MAX_ERRORS, _max_errors)),
+    Refusal(Cap.ERROR_HISTORY, "errors", lambda k: _idle(k).errors("run_kitnosuchrun")),
+    Refusal(
+        Cap.ERROR_HISTORY, "client-error-history", lambda k: cf.Client(k.store, error_history=5)
+    ),
+    Refusal(Cap.ERROR_HISTORY, "workflow-error-history", _needs(Cap.ERROR_HISTORY, _history)),
 )
 """Every client API whose capability a store may leave out."""
 

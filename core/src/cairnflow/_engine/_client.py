@@ -19,7 +19,7 @@ from .._errors import (
     WaitTimeout,
 )
 from .._fleet import HandedBack, Recycle, StopCause, StopReport
-from .._models import Job, RunInfo, RunRef, Status, StepKind
+from .._models import Job, RunError, RunInfo, RunRef, Status, StepKind
 from .._names import check_key, check_labels, check_name
 from .._queues import QueueConfig
 from ..clock import Clock, DatabaseClock, Real, Subscribable
@@ -100,6 +100,11 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
     raise :class:`~cairnflow.OutcomeUnknown` naming the run ids; 0 never
     sends them again.
 
+    ``error_history`` (``Cap.ERROR_HISTORY``): how many errors of its last
+    failed attempts each run keeps, newest kept (:meth:`errors`); default 20
+    where the store keeps histories, 0 turns it off. A workflow's own
+    ``error_history`` overrides it for its runs.
+
     ``start()`` never migrates: run ``store.migrate()`` (or ``cairn migrate``)
     first. A client that is never started can still enqueue and read;
     ``enqueue_only=True`` (``Cap.ENQUEUE_ONLY``) makes that a promise: such a
@@ -141,6 +146,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         enqueue_timeout: float = 30.0,
         enqueue_only: bool = False,
         recycle: Recycle | None = None,
+        error_history: int | None = None,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -162,6 +168,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
             queues=queues,
             recycle=recycle,
             enqueue_only=enqueue_only,
+            error_history=error_history,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -745,6 +752,20 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
     def info(self, run: RunLike) -> RunInfo:
         """A snapshot of the run: status, steps, result and error."""
         return self._reads.info(run)
+
+    def errors(self, run: RunLike) -> list[RunError]:
+        """The errors of the run's last failed attempts, newest first (``Cap.ERROR_HISTORY``).
+
+        Each names its step, attempt, node and time, with the error's type,
+        message and traceback. A run keeps the newest ``error_history`` of them
+        (the client's or its workflow's; the store drops older ones as it
+        records a new one). Empty for a run that never failed an attempt.
+        """
+        state = self._state
+        state.require(Cap.ERROR_HISTORY, "errors()")
+        history = state.facets.errors
+        assert history is not None  # declared, so check_store made sure
+        return history.run_errors(run_id_of(run))
 
     def wait(self, run: RunLike, timeout: float | None = None) -> RunInfo:
         """Block until the run finishes and return its info.

@@ -19,12 +19,15 @@ from .._fleet import Recycle, check_recycle
 from .._names import check_name
 from .._queues import QueueConfig
 
-__all__ = ["ROLES", "Settings", "check_queues"]
+__all__ = ["DEFAULT_ERROR_HISTORY", "ROLES", "Settings", "check_queues"]
 
 _NS = 1_000_000_000
 
 DEFAULT_WORKERS = 8
 """A client's workers when neither it nor each of its queues says how many."""
+
+DEFAULT_ERROR_HISTORY = 20
+"""The errors a run keeps where the store declares ``Cap.ERROR_HISTORY`` and no one said."""
 
 ROLES = ("all", "worker", "scheduler")
 """What a client does: everything, run steps only, or fire schedules only."""
@@ -58,6 +61,9 @@ class Settings:
     """How long an enqueue sends its runs again while the store is unavailable, in seconds
     (0: never); then it raises :class:`~cairnflow.OutcomeUnknown`."""
     queues: tuple[QueueConfig, ...] = ()
+    error_history: int = 0
+    """How many errors of its last failed attempts a run keeps (``Cap.ERROR_HISTORY``; 0: none).
+    A workflow's own ``error_history`` overrides it."""
     """The queues this client serves, as configured, each with its ``workers`` filled in
     (empty: the queues of its registered workflows, each with the client's workers)."""
     recycle: Recycle | None = None
@@ -101,6 +107,7 @@ class Settings:
         queues: object = None,
         recycle: object = None,
         enqueue_only: object = False,
+        error_history: object = None,
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
@@ -128,9 +135,17 @@ class Settings:
                 raise Unsupported(Cap.ENQUEUE_ONLY, "Client(enqueue_only=True)")
             if checked_recycle is not None:
                 raise ValueError("an enqueue_only client never runs steps: it takes no recycle")
+        if error_history is None:
+            # The default where the store keeps histories; none (and no refusal) where not.
+            kept = DEFAULT_ERROR_HISTORY if Cap.ERROR_HISTORY in capabilities else 0
+        else:
+            kept = check_int("error_history", error_history, minimum=0, maximum=10_000)
+            if kept and Cap.ERROR_HISTORY not in capabilities:
+                raise Unsupported(Cap.ERROR_HISTORY, "Client(error_history=...)")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         return cls(
+            error_history=kept,
             role=str(role),
             tick_retention=check_seconds("tick_retention", tick_retention),
             enqueue_timeout=check_seconds("enqueue_timeout", enqueue_timeout, zero=True),

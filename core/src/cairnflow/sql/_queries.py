@@ -116,6 +116,7 @@ class Queries:
         self._ready_children = r(s.READY_CHILDREN)
         self.count_steps_done = r(s.COUNT_STEPS_DONE)
         self.end_run = r(s.END_RUN)
+        self.run_failures = r(s.RUN_FAILURES)
         self.unfinished_steps = r(s.UNFINISHED_STEPS)
         self._cancel_steps = r(s.CANCEL_STEPS)
         self.drop_signals = r(s.DROP_SIGNALS)

@@ -379,6 +379,14 @@ READY_CHILDREN = """
 COUNT_STEPS_DONE = "UPDATE {runs} SET steps_left = steps_left - ? WHERE id = ?"
 """Count a run's steps that succeeded in a transaction (once per run, not per step)."""
 
+RUN_FAILURES = """
+            SELECT r.run_at, (SELECT COALESCE(SUM(s.failures), 0) FROM {steps} s
+                              WHERE s.run_id = r.id)
+            FROM {runs} r WHERE r.id = ?"""
+"""A locked run's ``run_at`` and its steps' failed attempts so far: what a failure policy
+(``Failed.retry_stands``) judges a retry by. Failures only, off the hot path; the steps are
+read through their ``(run_id, name)`` key."""
+
 END_RUN = """
             UPDATE {runs}
             SET state = ?, finished_at = ?, error = ?, active_key = NULL

@@ -28,7 +28,8 @@ hands the call to its part:
 * :mod:`._locks`: the ``Locking`` facet (``take_lock``, ``release_lock``...).
 * :mod:`._timing`: the ``RunTiming`` facet (``reschedule_run``, ``force_run``, ``next_due``).
 * :mod:`._admin`: the ``RunAdmin`` facet (``reopen_run``, ``delete_runs``, ``cancel_runs``,
-  ``cancel_step``).
+  ``cancel_step``);
+* :mod:`._history`: the ``ErrorHistory`` facet (``run_errors``; failures recorded by outcomes).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -40,6 +41,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
+from .._models import RunError
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
@@ -72,6 +74,7 @@ from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
 from ._errors import ErrorClassifier
+from ._history import ErrorLog
 from ._journal import Journal
 from ._leadership import Leadership
 from ._leases import Leases
@@ -134,6 +137,10 @@ SQL_CAPABILITIES = frozenset(
         Cap.DELETE_RUN,
         Cap.CANCEL_ALL,
         Cap.CANCEL_STEP,
+        Cap.RETRY_UNTIL,
+        Cap.RETRY_MAX_ERRORS,
+        Cap.DISCARD,
+        Cap.ERROR_HISTORY,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -198,7 +205,10 @@ class SQLStore:
         self._enqueue = Enqueue(context)
         self._claims = Claims(context)
         self._leases = Leases(context)
-        self._outcomes = Outcomes(context, claims=self._claims, leases=self._leases)
+        self._errors = ErrorLog(context)
+        self._outcomes = Outcomes(
+            context, claims=self._claims, leases=self._leases, errors=self._errors
+        )
         self._reads = Reads(context)
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
@@ -506,3 +516,8 @@ class SQLStore:
     ) -> int | None:
         """When the next work of ``workflows`` on ``queues`` falls due (indexed reads only)."""
         return self._timing.next_due(workflows=workflows, queues=queues, now=now)
+
+    # -- error history -------------------------------------------------------------------------
+    def run_errors(self, run_id: str) -> list[RunError]:
+        """The recorded errors of ``run_id``, newest first (``Cap.ERROR_HISTORY``)."""
+        return self._errors.run_errors(run_id)

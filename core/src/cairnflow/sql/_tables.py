@@ -27,6 +27,7 @@ TABLES = (
     "limits",
     "journal",
     "locks",
+    "errors",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -48,6 +49,7 @@ class Tables:
     limits: str
     journal: str
     locks: str
+    errors: str
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -76,6 +78,7 @@ class Tables:
             limits=name("limits"),
             journal=name("journal"),
             locks=name("locks"),
+            errors=name("errors"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -84,7 +87,7 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``,
+        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
         ``{migrations}``: qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
@@ -100,6 +103,7 @@ class Tables:
             "limits": self.limits,
             "journal": self.journal,
             "locks": self.locks,
+            "errors": self.errors,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

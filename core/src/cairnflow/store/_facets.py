@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
 from .._errors import CairnError
+from .._models import RunError
 from ._protocol import Store
 from ._records import (
     ClaimedAttempt,
@@ -44,6 +45,7 @@ __all__ = [
     "FACETS",
     "KERNEL",
     "BatchOutcomes",
+    "ErrorHistory",
     "Facet",
     "Journaling",
     "KernelOutcomes",
@@ -402,6 +404,22 @@ class RunAdmin(Protocol):
         ...
 
 
+@runtime_checkable
+class ErrorHistory(Protocol):
+    """``Cap.ERROR_HISTORY``: a run keeps the errors of its last failed attempts.
+
+    Requirement: ``finish`` of a :class:`~cairnflow.store.Failed` whose
+    ``keep_errors`` is N > 0 records the failure as the run's next
+    :class:`~cairnflow.RunError` (``seq`` one more than the run's last) and
+    drops the run's errors older than its newest N, in the transaction that
+    records the failure; ``run_errors`` reads them back, newest first.
+    """
+
+    def run_errors(self, run_id: str) -> list[RunError]:
+        """The recorded errors of run ``run_id``, newest first (empty for an unknown run)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -466,6 +484,11 @@ KERNEL = Facet(
             Cap.QUEUE,
             Cap.QUEUE_OVERRIDE,
             Cap.QUEUE_LIMIT_GLOBAL,
+            # Promises of finish: a Failed outcome's policy (max_errors, retry_deadline,
+            # retry_window, discard) judged on the run when the failure is recorded.
+            Cap.RETRY_UNTIL,
+            Cap.RETRY_MAX_ERRORS,
+            Cap.DISCARD,
         }
     ),
 )
@@ -539,6 +562,7 @@ FACETS: tuple[Facet, ...] = (
         ("reopen_run", "delete_runs", "cancel_runs", "cancel_step"),
         frozenset({Cap.RETRY_RUN, Cap.JOB_RETRY, Cap.DELETE_RUN, Cap.CANCEL_ALL, Cap.CANCEL_STEP}),
     ),
+    Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -639,6 +663,7 @@ class StoreFacets:
     timing: RunTiming | None
     admin: RunAdmin | None = None
     """The ``RunAdmin`` facet, when the store declares any capability it carries."""
+    errors: ErrorHistory | None = None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -672,6 +697,9 @@ class StoreFacets:
                 else None
             ),
             admin=store if caps & _ADMIN and isinstance(store, RunAdmin) else None,
+            errors=(
+                store if Cap.ERROR_HISTORY in caps and isinstance(store, ErrorHistory) else None
+            ),
         )
 
 

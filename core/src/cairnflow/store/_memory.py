@@ -10,7 +10,7 @@ callable (``Cap.CLOSURE``).
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
 (:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_state`,
-:mod:`._memory_timing`, :mod:`._memory_admin`).
+:mod:`._memory_timing`, :mod:`._memory_admin`, :mod:`._memory_errors`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
 from ._facets import (
     KERNEL,
+    ErrorHistory,
     Journaling,
     Leadership,
     Locking,
@@ -41,6 +42,7 @@ from ._facets import (
 )
 from ._landed import landed
 from ._memory_admin import MemoryAdmin
+from ._memory_errors import MemoryErrors
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
 from ._memory_state import MemoryState
@@ -124,13 +126,22 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemoryState, MemorySchedules, MemoryPauses, MemoryTiming, MemoryAdmin):
+class MemoryStore(
+    MemoryErrors, MemoryState, MemorySchedules, MemoryPauses, MemoryTiming, MemoryAdmin
+):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         (KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY})
         | facet_capabilities(
-            Schedules, Leadership, QueueControl, Journaling, Locking, RunTiming, RunAdmin
+            Schedules,
+            Leadership,
+            QueueControl,
+            Journaling,
+            Locking,
+            RunTiming,
+            RunAdmin,
+            ErrorHistory,
         )
         | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
     )
@@ -440,14 +451,21 @@ class MemoryStore(MemoryState, MemorySchedules, MemoryPauses, MemoryTiming, Memo
                 step.output = outcome.output
                 return self._succeed(step, now)
             if isinstance(outcome, Failed):
+                retry_at = outcome.retry_at
+                if outcome.judged and not outcome.retry_stands(
+                    run.run_at, sum(s.failures for s in run.steps.values())
+                ):
+                    retry_at = None
                 step.failures += 1
                 step.error = outcome.error
-                if outcome.retry_at is not None:
+                self._record_error(run.id, outcome, now)
+                if retry_at is not None:
                     step.reclaims = 0
-                    self._make_ready(step, outcome.retry_at, now)
+                    self._make_ready(step, retry_at, now)
                     return FinishResult(AttemptState.HELD, ready=1)
-                self._fail(step, outcome.error, now)
-                return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
+                final = outcome.final_status
+                self._fail(step, outcome.error, now, final)
+                return FinishResult(AttemptState.HELD, run_status=final)
             if isinstance(outcome, Snoozed):
                 self._make_ready(step, outcome.until, now)
                 return FinishResult(AttemptState.HELD, ready=1)
@@ -584,11 +602,11 @@ class MemoryStore(MemoryState, MemorySchedules, MemoryPauses, MemoryTiming, Memo
             return FinishResult(AttemptState.HELD, ready=ready, run_status=final)
         return FinishResult(AttemptState.HELD, ready=ready)
 
-    def _fail(self, step: _Step, error: ErrorInfo, now: int) -> None:
+    def _fail(self, step: _Step, error: ErrorInfo, now: int, final: Status = Status.FAILED) -> None:
         step.status = StepStatus.FAILED
         step.finished_at = now
         step.due_at = None
-        self._end_run(step.run, Status.FAILED.value, now, error=error)
+        self._end_run(step.run, final.value, now, error=error)
 
     def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
         run.state = state

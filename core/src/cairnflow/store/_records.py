@@ -183,10 +183,63 @@ class Succeeded:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The attempt failed. ``retry_at`` makes the step ready again then; None fails the run."""
+    """The attempt failed. ``retry_at`` makes the step ready again then; None fails the run.
+
+    The rest is the failure policy the store judges in the transaction that
+    records the failure, the run row locked (so it holds across clients):
+
+    - ``max_errors`` (``Cap.RETRY_MAX_ERRORS``): the retry is not made when the
+      run's failed attempts, this one included (the sum of its steps'
+      ``failures``), reach it.
+    - ``retry_deadline`` (``Cap.RETRY_UNTIL``): the retry is not made when
+      ``retry_at`` falls after it (Unix ns); ``retry_window``: nor after the
+      run's ``run_at`` plus that many nanoseconds.
+    - ``discard`` (``Cap.DISCARD``): a step that ran out of retries (by count,
+      or by one of the rules above) ends its run ``discarded``, not ``failed``.
+
+    ``keep_errors`` (``Cap.ERROR_HISTORY``, 0: none): the store records the
+    failure in the run's error history (:class:`~cairnflow.RunError`: step and
+    attempt from ``error``, ``node``, the time ``now``) in the same
+    transaction, and keeps the newest ``keep_errors`` of the run's errors.
+
+    A store that does not declare those capabilities never receives them: the
+    client refuses the workflows that ask for them.
+    """
 
     error: ErrorInfo
     retry_at: int | None = None
+    discard: bool = False
+    max_errors: int | None = None
+    retry_deadline: int | None = None
+    retry_window: int | None = None
+    keep_errors: int = 0
+    node: str | None = None
+
+    @property
+    def judged(self) -> bool:
+        """True when the retry stands only if :meth:`retry_stands` says so (read the run)."""
+        return self.retry_at is not None and (
+            self.max_errors is not None
+            or self.retry_deadline is not None
+            or self.retry_window is not None
+        )
+
+    def retry_stands(self, run_at: int, failures: int) -> bool:
+        """True when the retry is made, for a run due at ``run_at`` whose steps had
+        ``failures`` failed attempts before this one."""
+        retry_at = self.retry_at
+        if retry_at is None:
+            return False
+        if self.max_errors is not None and failures + 1 >= self.max_errors:
+            return False
+        if self.retry_deadline is not None and retry_at > self.retry_deadline:
+            return False
+        return self.retry_window is None or retry_at <= run_at + self.retry_window
+
+    @property
+    def final_status(self) -> Status:
+        """What the run becomes when this failure is final."""
+        return Status.DISCARDED if self.discard else Status.FAILED
 
 
 @dataclass(frozen=True, slots=True)
