@@ -146,10 +146,26 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "key-kept",
         f"{SQL}/_statements.py",
-        "SET steps_left = 0, state = 'succeeded', finished_at = ?, active_key = NULL",
-        "SET steps_left = 0, state = 'succeeded', finished_at = ?",
+        "                finished_at = ?, active_key = NULL",
+        "                finished_at = ?",
         "idempotency",
         "a succeeded run keeps its idempotency key",
+    ),
+    Mutant(
+        "retry-keyless",
+        f"{SQL}/_admin.py",
+        "SET state = 'active', finished_at = NULL, error = NULL, active_key = idem_key,",
+        "SET state = 'active', finished_at = NULL, error = NULL, active_key = NULL,",
+        "retry_run",
+        "a retried run runs without taking its idempotency key again",
+    ),
+    Mutant(
+        "cancel-step-alone",
+        f"{SQL}/_admin.py",
+        "                        doomed.append(child)",
+        "                        pass",
+        "cancel_step",
+        "a cancelled step leaves its dependents blocked: the run never ends",
     ),
     Mutant(
         "reclaim-count",
