@@ -36,6 +36,8 @@ MIGRATIONS = [
     "007_claim_by_queue",
     "008_pauses",
     "009_limits",
+    "010_run_labels",
+    "011_run_labels_backfill",
 ]
 
 
@@ -277,7 +279,8 @@ def test_a_namespace_before_leaders_is_refused_until_migrated(server: Server, pr
         assert old.migrate() == MIGRATIONS[:5]
         with pytest.raises(
             cf.SchemaNotReady,
-            match=r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits are",
+            match=r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits, "
+            r"010_run_labels, 011_run_labels_backfill are",
         ):
             new.check_schema()
         assert new.migrate() == MIGRATIONS[5:]

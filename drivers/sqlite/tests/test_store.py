@@ -12,6 +12,7 @@ import pytest
 
 import cairnflow as cf
 from cairnflow.sql import split_statements
+from cairnflow.store import RunQuery
 from cairnflow_sqlite import SQLiteStore
 
 
@@ -37,6 +38,7 @@ MIGRATIONS = [
     "005_queues",
     "006_pauses",
     "007_limits",
+    "008_run_labels",
 ]
 
 
@@ -171,7 +173,7 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits are",
+        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_run_labels are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -194,7 +196,7 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits are",
+        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_run_labels are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -408,15 +410,67 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         # counted in the queue's range of the running ones alone.
         "lock_limiter": ((q.lock_limiter, ("queue", "q")), "sqlite_autoindex_cf_limits_1"),
         "count_running": ((q.count_running, ("q",)), "cf_steps_running_queue"),
+        # Finding runs (#17): by queue through its index; a rare label prefix from the label
+        # index's range; a common one and exact labels probed by the label's primary key.
+        "list_runs by queue": (
+            q.list_runs(RunQuery(queue="q"), before_seq=None, limit=51),
+            "cf_runs_queue",
+        ),
+        "list_runs, failed, rare label prefix": (
+            q.list_runs(FAILED_ACME, before_seq=None, limit=51, by_label=True),
+            "cf_run_labels_value",
+        ),
+        "count_runs, failed, rare label prefix": (
+            q.count_runs(FAILED_ACME, by_label=True),
+            "cf_run_labels_value",
+        ),
+        "labels_within": (q.labels_within(FAILED_ACME, 2001), "cf_run_labels_value"),
+        "list_runs, failed, common label prefix": (
+            q.list_runs(FAILED_ACME, before_seq=None, limit=51),
+            "l USING PRIMARY KEY (run_id=? AND name=?)",
+        ),
+        "list_runs, queued, by label": (
+            q.list_runs(
+                RunQuery(statuses=frozenset({cf.Status.QUEUED}), labels={"t": "a"}, now=1),
+                before_seq=None,
+                limit=51,
+            ),
+            "l USING PRIMARY KEY (run_id=? AND name=?)",
+        ),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():
             rows = conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
             details = [str(row[-1]) for row in rows]
             # "SCAN s": an aliased table (the schedules' reads) is named by its alias.
-            bare = [d for d in details if d.startswith("SCAN ") and " INDEX " not in d]
+            # "SCAN x" of a "CO-ROUTINE x" reads a subquery's own rows, not a table.
+            subqueries = {d.removeprefix("CO-ROUTINE ") for d in details if d.startswith("CO-")}
+            bare = [
+                d
+                for d in details
+                if d.startswith("SCAN ") and " INDEX " not in d and d[5:] not in subqueries
+            ]
             assert not bare, f"{name} scans a table: {details}"
             assert any(index in d for d in details), f"{name} does not use {index}: {details}"
+
+
+FAILED_ACME = RunQuery(statuses=frozenset({cf.Status.FAILED}), label_prefix=("tenant", "acme-1"))
+
+
+def test_labels_of_runs_made_before_the_label_index_are_found_after_migrating(db: Path) -> None:
+    old = _older_release(db, 7)
+    old.migrate()
+    raw(
+        db,
+        "INSERT INTO cf_runs (id, workflow, queue, state, payload, labels, steps_left, "
+        "created_at, run_at) VALUES ('run_old', 'simple', 'default', 'succeeded', x'7b7d', "
+        """'{"tenant": "acme-12", "team": "é"}', 0, 1, 1)""",
+    )
+    new = SQLiteStore(db)
+    assert new.migrate() == ["008_run_labels"]
+    client = cf.Client(new)
+    assert [r.id for r in client.runs(label_prefix=("tenant", "acme-1")).runs] == ["run_old"]
+    assert [r.id for r in client.runs(labels={"team": "é"}).runs] == ["run_old"]
 
 
 def test_a_path_in_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> None:

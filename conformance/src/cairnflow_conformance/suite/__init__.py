@@ -37,6 +37,7 @@ from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
+from .run_queries import LabelPrefixTests, RunFilterTests
 from .schedules import ScheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
@@ -49,6 +50,8 @@ class ConformanceSuite(
     BaselineTests,
     ResultTests,
     RunQueryTests,
+    RunFilterTests,
+    LabelPrefixTests,
     NodeIdentityTests,
     ClosureTests,
     RetryTests,

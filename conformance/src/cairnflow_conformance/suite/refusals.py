@@ -107,6 +107,11 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(Cap.RESULT, "result", lambda k: _idle(k).result("run_kitnosuchrun", timeout=1)),
     Refusal(Cap.RUN_QUERY, "runs", lambda k: _idle(k).runs()),
+    Refusal(
+        Cap.LABEL_PREFIX,
+        "runs-label-prefix",
+        lambda k: _idle(k).runs(label_prefix=("tenant", "acme-")),
+    ),
     Refusal(Cap.CRON, "schedule-declared", _needs(Cap.CRON, _cron)),
     Refusal(
         Cap.CRON,
@@ -158,9 +163,7 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.PAUSE_QUEUE, "resume-queue", lambda k: _idle(k).resume_queue("kit-q")),
     Refusal(Cap.PAUSE_QUEUE, "pauses", lambda k: _idle(k).pauses()),
     Refusal(Cap.PAUSE_WORKFLOW, "pause-workflow", lambda k: _idle(k).pause_workflow("kit-plain")),
-    Refusal(
-        Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")
-    ),
+    Refusal(Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")),
 )
 """Every client API whose capability a store may leave out."""
 

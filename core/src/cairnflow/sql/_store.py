@@ -103,6 +103,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.HEARTBEAT,
         Cap.PROGRESS,
         Cap.RUN_QUERY,
+        Cap.LABEL_PREFIX,
         *SCHEDULE_CAPABILITIES,
         Cap.LEADER_ELECTION,
         Cap.QUEUE,

@@ -25,6 +25,7 @@ TABLES = (
     "leaders",
     "pauses",
     "limits",
+    "run_labels",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -44,6 +45,8 @@ class Tables:
     leaders: str
     pauses: str
     limits: str
+    run_labels: str
+    """One row per label of a run (``Cap.LABEL_PREFIX``: the label index)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -70,6 +73,7 @@ class Tables:
             leaders=name("leaders"),
             pauses=name("pauses"),
             limits=name("limits"),
+            run_labels=name("run_labels"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -78,7 +82,8 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{migrations}``: qualified, quoted table names;
+        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{run_labels}``, ``{migrations}``:
+        qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -91,6 +96,7 @@ class Tables:
             "leaders": self.leaders,
             "pauses": self.pauses,
             "limits": self.limits,
+            "run_labels": self.run_labels,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

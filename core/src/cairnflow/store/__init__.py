@@ -20,8 +20,10 @@ from ._facets import (
 from ._landed import landed
 from ._memory import MemoryStore
 from ._protocol import Store
+from ._query import run_matches
 from ._records import (
     ACTIVE,
+    MAX_PAGE,
     AdvanceResult,
     AttemptState,
     ClaimedAttempt,
@@ -52,7 +54,10 @@ from ._records import (
     TickOutcome,
     TickRecord,
     WaitFor,
+    cursor_position,
     derive_status,
+    label_prefix_bounds,
+    run_cursor,
 )
 
 __all__ = [
@@ -60,6 +65,7 @@ __all__ = [
     "ENGINE_ONLY",
     "FACETS",
     "KERNEL",
+    "MAX_PAGE",
     "AdvanceResult",
     "AttemptState",
     "BatchOutcomes",
@@ -103,7 +109,11 @@ __all__ = [
     "TransactionalEnqueue",
     "WaitFor",
     "check_store",
+    "cursor_position",
     "derive_status",
     "facet_of",
+    "label_prefix_bounds",
     "landed",
+    "run_cursor",
+    "run_matches",
 ]

@@ -291,6 +291,12 @@ KERNEL = Facet(
             Cap.SNOOZE,
             Cap.HEARTBEAT,
             Cap.RUN_QUERY,
+            # A promise of list_runs: RunQuery.label_prefix honoured, from an index of labels
+            # (not a walk of every run). A promise of an operation every store has, not a facet
+            # of its own: nothing else is needed to serve it, and a store whose runs keep their
+            # labels only as a blob can still list runs without it (the client refuses
+            # label_prefix= on a store that does not declare it).
+            Cap.LABEL_PREFIX,
             Cap.PAYLOAD_LIMIT,
             # Promises of claim and create_runs: ClaimRequest.queues (with each queue's
             # global_limit) and NewRun.queue honoured.
