@@ -51,6 +51,39 @@ def test_run_ids_are_never_cut_at_80_columns(tmp_path: Path) -> None:
     assert ref.id in shown.stdout
 
 
+def test_runs_are_filtered_counted_and_paged_from_the_command_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    wf = cf.Workflow("listed", steps=[cf.Step("a", lambda c, d: d)])
+    client = cf.Client(store)
+    client.register(wf)
+    refs = [client.enqueue(wf, n, labels={"tenant": f"acme-{n}"}) for n in range(12)]
+    other = client.enqueue(wf, 99, labels={"tenant": "zeta"}, queue="slow")
+    store.close()
+    listed = cairn("runs", url, "--label-prefix", "tenant=acme-1", "--count", "--json")
+    assert listed.returncode == 0, listed.stderr
+    *rows, tail = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [refs[11].id, refs[10].id, refs[1].id]
+    assert tail == {"cursor": None, "total": 3}
+    assert rows[0]["status"] == "queued"
+    first = cairn("runs", url, "--status", "queued", "--limit", "5", "--json", "--since", "1h")
+    *page, tail = [json.loads(line) for line in first.stdout.splitlines()]
+    assert len(page) == 5
+    assert tail["cursor"] is not None
+    rest = cairn("runs", url, "--status", "queued", "--limit", "50", "--cursor", tail["cursor"])
+    assert rest.returncode == 0, rest.stderr
+    assert refs[0].id in rest.stdout
+    assert other.id not in rest.stdout
+    by_queue = cairn("runs", url, "--queue", "slow", "--label", "tenant=zeta", "--json")
+    assert [json.loads(line).get("id") for line in by_queue.stdout.splitlines()][0] == other.id
+    bad = cairn("runs", url, "--status", "finished")
+    assert bad.returncode == 2
+    assert "unknown run status 'finished'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert cairn("runs", url, "--label-prefix", "tenant").returncode == 2
+
+
 def test_reading_a_prefix_never_migrated_says_so_without_a_traceback(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     never = [["runs", url], ["show", url, "run_0"], ["pauses", url]]
