@@ -38,12 +38,17 @@ _BEFORE_START = "'blocked', 'scheduled', 'ready'"
 
 
 def run_filter(
-    query: RunQuery, tables: Tables, *, before_seq: int | None = None
+    query: RunQuery,
+    tables: Tables,
+    *,
+    before_seq: int | None = None,
+    prefix_joined: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
     """``(" AND ...", params)``: every condition of ``query`` on runs aliased ``r``.
 
     ``before_seq`` adds the page cursor (``r.seq < ?``); the query's own cursor
-    is the caller's to decode, since a count ignores it.
+    is the caller's to decode, since a count ignores it. ``prefix_joined``: the
+    statement joins the label prefix's rows itself (``lp``), so it is left out here.
     """
     conditions: list[str] = []
     params: list[Any] = []
@@ -63,7 +68,7 @@ def run_filter(
             "WHERE l.run_id = r.id AND l.name = ? AND l.value = ?)"
         )
         params.extend((name, value))
-    if query.label_prefix is not None:
+    if query.label_prefix is not None and not prefix_joined:
         name, prefix = query.label_prefix
         low, high = label_prefix_bounds(prefix)
         upper = " AND l.value < ?" if high is not None else ""

@@ -325,7 +325,9 @@ class Queries:
         ``by_label``: driven from the label index's range of ``query.label_prefix``
         (see :meth:`labels_within`) rather than from the runs newest first.
         """
-        filters, params = run_filter(query, self.tables, before_seq=before_seq)
+        filters, params = run_filter(
+            query, self.tables, before_seq=before_seq, prefix_joined=by_label
+        )
         if not by_label:
             return self._list_runs.format(filters=filters), (*params, limit)
         below, bounds = self._prefix_range(query)
@@ -337,7 +339,7 @@ class Queries:
 
     def count_runs(self, query: RunQuery, *, by_label: bool = False) -> Statement:
         """How many runs match ``query`` (its cursor aside); ``by_label`` as in list_runs."""
-        filters, params = run_filter(query, self.tables)
+        filters, params = run_filter(query, self.tables, prefix_joined=by_label)
         if not by_label:
             return self._count_runs.format(filters=filters), params
         below, bounds = self._prefix_range(query)
