@@ -239,6 +239,12 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "count_runs, failed, label prefix": q.count_runs(
             RunQuery(statuses=frozenset({Status.FAILED}), label_prefix=("tenant", "acme-12"))
         ),
+        "stats: steps now": (store._stats._steps_now, ()),
+        "stats: active runs": (store._stats._active_runs, ()),
+        "stats: ended runs": (  # a window holding 1.5% of the history (it all ended in 0.1 ms)
+            store._stats._ended_runs,
+            (NOW - 500, 60 * 10**9, NOW - 500),
+        ),
         "step_counts": q.step_counts([hot_run, f"run_{FINISHED - 3}"]),
         "holder_of_key": q.holder_of_key("w0", [f"k{FINISHED + 5}"]),
         "runs_named": q.runs_named([hot_run, f"run_{FINISHED - 3}"]),
@@ -316,6 +322,10 @@ def test_no_hot_path_query_scans_a_whole_table(
         assert f"{prefix}pauses_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}limits_pkey" in indexes["lock_limiter"]
     assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
+    # A dashboard's counts read the hot indexes and the window of finished runs only.
+    for index in ("steps_ready", "steps_running_queue", "steps_due"):
+        assert f"{prefix}{index}" in indexes["stats: steps now"], indexes["stats: steps now"]
+    assert f"{prefix}runs_finished" in indexes["stats: ended runs"], indexes["stats: ended runs"]
     # Labels are found in the label index, never in the runs' JSON.
     labelled = (
         "list_runs, label",

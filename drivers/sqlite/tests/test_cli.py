@@ -84,6 +84,26 @@ def test_runs_are_filtered_counted_and_paged_from_the_command_line(tmp_path: Pat
     assert cairn("runs", url, "--label-prefix", "tenant").returncode == 2
 
 
+def test_stats_are_printed_for_people_and_scripts(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    wf = cf.Workflow("counted", steps=[cf.Step("a", lambda c, d: d)])
+    client = cf.Client(store)
+    client.register(wf)
+    for n in range(3):
+        client.enqueue(wf, n, queue="mail")
+    store.close()
+    shown = cairn("stats", url)
+    assert shown.returncode == 0, shown.stderr
+    assert "mail" in shown.stdout
+    figures = json.loads(cairn("stats", url, "--json", "--hours", "2").stdout)
+    (mail,) = figures["queues"]
+    assert (mail["queue"], mail["queued"], mail["running"]) == ("mail", 3, 0)
+    assert len(figures["throughput"]) == 120
+    assert cairn("stats", url, "--bucket", "0").returncode == 2
+
+
 def test_reading_a_prefix_never_migrated_says_so_without_a_traceback(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     never = [["runs", url], ["show", url, "run_0"], ["pauses", url]]

@@ -368,6 +368,8 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
     by_role = "sqlite_autoindex_cf_leaders_1"
     by_pause = "sqlite_autoindex_cf_pauses_1"
+    within = q.labels_within(FAILED_ACME, 2001)
+    assert within is not None
     statements = {
         "claim": (plan.update_returning, "cf_steps_ready"),
         "claim_runs": (q.claim_runs(["r1", "r2"]), by_run_id),
@@ -424,7 +426,19 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             q.count_runs(FAILED_ACME, by_label=True),
             "cf_run_labels_value",
         ),
-        "labels_within": (q.labels_within(FAILED_ACME, 2001), "cf_run_labels_value"),
+        "labels_within": (within, "cf_run_labels_value"),
+        # Statistics (Cap.STATS): each count over the index holding what it counts.
+        "stats: steps now": ((store._stats._steps_now, ()), "cf_steps_ready"),
+        "stats: steps now, running": ((store._stats._steps_now, ()), "cf_steps_running_queue"),
+        "stats: steps now, due": ((store._stats._steps_now, ()), "cf_steps_due"),
+        "stats: active runs": ((store._stats._active_runs, ()), "cf_runs_state"),
+        "stats: ended runs": ((store._stats._ended_runs, (0, 60, 0)), "cf_runs_finished"),
+        "list_runs, rare exact label": (
+            q.list_runs(
+                RunQuery(labels={"tenant": "acme-1"}), before_seq=None, limit=51, by_label=True
+            ),
+            "cf_run_labels_value",
+        ),
         "list_runs, failed, common label prefix": (
             q.list_runs(FAILED_ACME, before_seq=None, limit=51),
             "l USING PRIMARY KEY (run_id=? AND name=?)",

@@ -39,6 +39,7 @@ from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .run_queries import LabelPrefixTests, RunFilterTests
 from .schedules import ScheduleTests
+from .statistics import StatsTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
@@ -77,6 +78,7 @@ class ConformanceSuite(
     QueueTests,
     GlobalLimitTests,
     PauseTests,
+    StatsTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -34,6 +34,7 @@ from ..store import (
     StoreFacets,
 )
 from ..workflow import Workflow
+from ._admin_api import AdminMethods
 from ._attempt import End, monotonic
 from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
@@ -53,7 +54,7 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods):
+class Client(ScheduleMethods, QueueMethods, AdminMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.

@@ -29,7 +29,7 @@ from .._models import Status
 from ..store import RunQuery, label_prefix_bounds
 from ._tables import Tables
 
-__all__ = ["ACTIVE_STATUSES", "run_filter"]
+__all__ = ["ACTIVE_STATUSES", "driving_label", "run_filter"]
 
 ACTIVE_STATUSES = frozenset({Status.PENDING, Status.QUEUED, Status.RUNNING, Status.WAITING})
 
@@ -42,13 +42,14 @@ def run_filter(
     tables: Tables,
     *,
     before_seq: int | None = None,
-    prefix_joined: bool = False,
+    joined: str | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """``(" AND ...", params)``: every condition of ``query`` on runs aliased ``r``.
 
     ``before_seq`` adds the page cursor (``r.seq < ?``); the query's own cursor
-    is the caller's to decode, since a count ignores it. ``prefix_joined``: the
-    statement joins the label prefix's rows itself (``lp``), so it is left out here.
+    is the caller's to decode, since a count ignores it. ``joined``: the label
+    condition the statement joins itself (``lp``, :func:`driving_label`), left
+    out here: ``"prefix"`` for the label prefix, or the name of an exact label.
     """
     conditions: list[str] = []
     params: list[Any] = []
@@ -63,12 +64,14 @@ def run_filter(
         conditions.append(sql)
         params.extend(values)
     for name, value in sorted(query.labels.items()):
+        if name == joined:
+            continue
         conditions.append(
             f"EXISTS (SELECT 1 FROM {tables.run_labels} l "
             "WHERE l.run_id = r.id AND l.name = ? AND l.value = ?)"
         )
         params.extend((name, value))
-    if query.label_prefix is not None and not prefix_joined:
+    if query.label_prefix is not None and joined != "prefix":
         name, prefix = query.label_prefix
         low, high = label_prefix_bounds(prefix)
         upper = " AND l.value < ?" if high is not None else ""
@@ -91,6 +94,24 @@ def run_filter(
         conditions.append("r.seq < ?")
         params.append(before_seq)
     return "".join(f" AND {c}" for c in conditions), tuple(params)
+
+
+def driving_label(query: RunQuery) -> tuple[str, str, tuple[str, ...]] | None:
+    """The label condition a listing can start from: ``(joined, condition on lp, params)``.
+
+    The label prefix if there is one, else the first exact label; None without
+    either. ``joined`` is what :func:`run_filter` then leaves out.
+    """
+    if query.label_prefix is not None:
+        name, prefix = query.label_prefix
+        low, high = label_prefix_bounds(prefix)
+        if high is None:
+            return "prefix", "lp.name = ? AND lp.value >= ?", (name, low)
+        return "prefix", "lp.name = ? AND lp.value >= ? AND lp.value < ?", (name, low, high)
+    if query.labels:
+        name, value = min(query.labels.items())
+        return name, "lp.name = ? AND lp.value = ?", (name, value)
+    return None
 
 
 def _statuses(statuses: frozenset[Status], now: int, tables: Tables) -> tuple[str, tuple[Any, ...]]:

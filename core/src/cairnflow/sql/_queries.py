@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..store import RunQuery, label_prefix_bounds
+from ..store import RunQuery
 from . import _statements as s
 from ._dialect import BatchInsert, ClaimPlan, Dialect, Statement
-from ._filters import run_filter
+from ._filters import driving_label, run_filter
 from ._statements import RUN_COLUMNS, STEP_COLUMNS, UNFINISHED
 from ._tables import TABLES, Tables
 
@@ -322,43 +322,38 @@ class Queries:
     ) -> Statement:
         """Runs matching ``query`` newest first, after the cursor ``before_seq``.
 
-        ``by_label``: driven from the label index's range of ``query.label_prefix``
-        (see :meth:`labels_within`) rather than from the runs newest first.
+        ``by_label``: driven from the label index's rows of the query's
+        :func:`driving_label` (see :meth:`labels_within`) rather than from the runs
+        newest first.
         """
-        filters, params = run_filter(
-            query, self.tables, before_seq=before_seq, prefix_joined=by_label
-        )
-        if not by_label:
+        driver = driving_label(query) if by_label else None
+        if driver is None:
+            filters, params = run_filter(query, self.tables, before_seq=before_seq)
             return self._list_runs.format(filters=filters), (*params, limit)
-        below, bounds = self._prefix_range(query)
-        return self._list_runs_by_label.format(below=below, filters=filters), (
-            *bounds,
-            *params,
-            limit,
-        )
+        joined, driving, bounds = driver
+        filters, params = run_filter(query, self.tables, before_seq=before_seq, joined=joined)
+        sql = self._list_runs_by_label.format(driving=driving, filters=filters)
+        return sql, (*bounds, *params, limit)
 
     def count_runs(self, query: RunQuery, *, by_label: bool = False) -> Statement:
         """How many runs match ``query`` (its cursor aside); ``by_label`` as in list_runs."""
-        filters, params = run_filter(query, self.tables, prefix_joined=by_label)
-        if not by_label:
+        driver = driving_label(query) if by_label else None
+        if driver is None:
+            filters, params = run_filter(query, self.tables)
             return self._count_runs.format(filters=filters), params
-        below, bounds = self._prefix_range(query)
-        sql = self._count_runs_by_label.format(below=below, filters=filters)
+        joined, driving, bounds = driver
+        filters, params = run_filter(query, self.tables, joined=joined)
+        sql = self._count_runs_by_label.format(driving=driving, filters=filters)
         return sql, (*bounds, *params)
 
-    def labels_within(self, query: RunQuery, bound: int) -> Statement:
-        """How many label rows ``query.label_prefix`` has, counting no further than ``bound``."""
-        below, bounds = self._prefix_range(query)
-        return self._labels_within.format(below=below), (*bounds, bound)
-
-    @staticmethod
-    def _prefix_range(query: RunQuery) -> tuple[str, tuple[str, ...]]:
-        assert query.label_prefix is not None
-        name, prefix = query.label_prefix
-        low, high = label_prefix_bounds(prefix)
-        if high is None:
-            return "", (name, low)
-        return " AND lp.value < ?", (name, low, high)
+    def labels_within(self, query: RunQuery, bound: int) -> Statement | None:
+        """How many label rows the query's driving label has, counting no further than
+        ``bound``; None when the query has no label."""
+        driver = driving_label(query)
+        if driver is None:
+            return None
+        _joined, driving, bounds = driver
+        return self._labels_within.format(driving=driving), (*bounds, bound)
 
     def step_counts(self, run_ids: Sequence[str]) -> Statement:
         """How many steps of each run have each status."""

@@ -7,8 +7,8 @@ page cursor holds: a run created between two pages has a higher ``seq`` and
 never shifts the pages after the cursor. Every condition of the filter is in
 the SQL (:func:`~cairnflow.sql._filters.run_filter`), labels through the label
 index, so a page is one statement however little the filter matches (and a
-label prefix first counts its rows, bounded, to choose where that statement
-starts: :data:`RARE_PREFIX`).
+label first counts its rows, bounded, to choose where that statement
+starts: :data:`RARE_LABEL`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,18 @@ from ._dialect import Cursor
 from ._parts import Part, chunks
 from ._rows import RunRow, StepRow, to_text
 
-__all__ = ["RARE_PREFIX", "Reads"]
+__all__ = ["RARE_LABEL", "Reads"]
 
-RARE_PREFIX = 2000
-"""A label prefix with at most this many label rows is listed from the label index: its
-range gives the runs (each read by id), sorted newest first. A commoner one is listed from
+RARE_LABEL = 2000
+"""A label (the prefix, else the first exact label) with at most this many label rows is
+listed from the label index: its rows give the runs (each read by id), sorted newest first.
+A commoner one is listed from
 the runs newest first, each probed in the label index's primary key, which stops once a page
 is full. The first is bound by the prefix's rows, the second by how far the page's runs lie
 back, and a filter that matches little makes that far: on SQLite with 1,000,000 runs, a
 prefix of 1,000 rows took 1,088 ms walking the runs and under 30 ms from the labels, and
-one of every run 0.3 ms walking the runs (2026-12-01). Deciding costs a count of at most
+one of every run 0.3 ms walking the runs (2026-12-01); an exact label of 100 failed runs
+took 1,040 ms walking (bench W7). Deciding costs a count of at most
 this many entries of the value index (an index-only read)."""
 
 
@@ -59,10 +61,10 @@ class Reads(Part):
 
         def work(cur: Cursor) -> RunPage:
             by_label = False
-            if query.label_prefix is not None:
-                sql, params = q.labels_within(query, RARE_PREFIX + 1)
-                ((found,),) = self._execute(cur, sql, params).fetchall()
-                by_label = int(found) <= RARE_PREFIX
+            within = q.labels_within(query, RARE_LABEL + 1)
+            if within is not None:
+                ((found,),) = self._execute(cur, *within).fetchall()
+                by_label = int(found) <= RARE_LABEL
             sql, params = q.list_runs(
                 query, before_seq=before, limit=query.limit + 1, by_label=by_label
             )

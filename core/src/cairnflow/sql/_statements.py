@@ -466,23 +466,23 @@ LIST_RUNS = """
 
 LIST_RUNS_BY_LABEL = """
             SELECT {run_columns_r} FROM {run_labels} lp CROSS JOIN {runs} r
-            WHERE lp.name = ? AND lp.value >= ?{below} AND r.id = lp.run_id{filters}
+            WHERE {driving} AND r.id = lp.run_id{filters}
             ORDER BY r.seq DESC
             LIMIT ?"""
-"""Runs with a rare label prefix, driven from the label index: its range gives the few runs,
-each read by id, then sorted (``CROSS JOIN`` keeps SQLite's loops in that order; the other
+"""Runs with a rare label (prefix or exact), driven from the label index: its rows give the
+few runs, each read by id, then sorted (``CROSS JOIN`` keeps SQLite's loops in that order; the other
 engines plan joins by cost anyway)."""
 
 COUNT_RUNS_BY_LABEL = """
             SELECT COUNT(*) FROM {run_labels} lp CROSS JOIN {runs} r
-            WHERE lp.name = ? AND lp.value >= ?{below} AND r.id = lp.run_id{filters}"""
-"""How many runs with a rare label prefix a filter matches."""
+            WHERE {driving} AND r.id = lp.run_id{filters}"""
+"""How many runs with a rare label a filter matches."""
 
 LABELS_WITHIN = """
             SELECT COUNT(*) FROM (
-                SELECT 1 FROM {run_labels} lp WHERE lp.name = ? AND lp.value >= ?{below} LIMIT ?
+                SELECT 1 FROM {run_labels} lp WHERE {driving} LIMIT ?
             ) x"""
-"""How many label rows a prefix has, up to a bound (a read of the value index alone)."""
+"""How many label rows a label (prefix or exact) has, up to a bound (the value index alone)."""
 
 COUNT_RUNS = """
             SELECT COUNT(*) FROM {runs} r

@@ -53,6 +53,7 @@ from ..store import (
     RenewResult,
     RunPage,
     RunQuery,
+    RunStatistics,
     ScheduleRecord,
     SignalResult,
     StoredRun,
@@ -74,6 +75,7 @@ from ._queries import Queries
 from ._reads import Reads
 from ._schedules import Schedules
 from ._schema import Schema
+from ._stats import Stats
 from ._tables import Tables
 from ._transactions import StoreStats, Transactions
 
@@ -104,6 +106,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.PROGRESS,
         Cap.RUN_QUERY,
         Cap.LABEL_PREFIX,
+        Cap.STATS,
         *SCHEDULE_CAPABILITIES,
         Cap.LEADER_ELECTION,
         Cap.QUEUE,
@@ -180,6 +183,7 @@ class SQLStore:
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
         self._pauses = Pauses(context)
+        self._stats = Stats(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -416,6 +420,11 @@ class SQLStore:
     def pauses(self) -> list[Pause]:
         """Every pause, by kind and name."""
         return self._pauses.pauses()
+
+    # -- statistics (Cap.STATS) ------------------------------------------------------------
+    def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:
+        """Counts by queue and status, per-queue figures, and throughput since ``since``."""
+        return self._stats.run_statistics(since=since, now=now, width=width)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

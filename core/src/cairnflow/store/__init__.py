@@ -9,6 +9,7 @@ from ._facets import (
     KernelOutcomes,
     Leadership,
     QueueControl,
+    RunStats,
     Schedules,
     ServerClock,
     StoreContractError,
@@ -59,6 +60,7 @@ from ._records import (
     label_prefix_bounds,
     run_cursor,
 )
+from ._stats import QueueStats, RunStatistics, StatusCount, ThroughputBucket
 
 __all__ = [
     "ACTIVE",
@@ -86,10 +88,13 @@ __all__ = [
     "PauseKind",
     "QueueClaim",
     "QueueControl",
+    "QueueStats",
     "ReclaimResult",
     "RenewResult",
     "RunPage",
     "RunQuery",
+    "RunStatistics",
+    "RunStats",
     "RunSummary",
     "ScheduleRecord",
     "Schedules",
@@ -97,6 +102,7 @@ __all__ = [
     "SignalResult",
     "SleepUntil",
     "Snoozed",
+    "StatusCount",
     "Store",
     "StoreContractError",
     "StoreFacets",
@@ -104,6 +110,7 @@ __all__ = [
     "StoredRun",
     "StoredStep",
     "Succeeded",
+    "ThroughputBucket",
     "TickOutcome",
     "TickRecord",
     "TransactionalEnqueue",

@@ -36,6 +36,7 @@ from ._records import (
     ScheduleRecord,
     TickRecord,
 )
+from ._stats import RunStatistics
 
 __all__ = [
     "ENGINE_ONLY",
@@ -46,6 +47,7 @@ __all__ = [
     "KernelOutcomes",
     "Leadership",
     "QueueControl",
+    "RunStats",
     "Schedules",
     "ServerClock",
     "StoreContractError",
@@ -233,6 +235,22 @@ class QueueControl(Protocol):
         ...
 
 
+@runtime_checkable
+class RunStats(Protocol):
+    """``Cap.STATS``: the counts a dashboard draws, cheap enough to ask every few seconds.
+
+    Requirement: one transaction (the numbers agree with each other), every
+    statement served by an index that holds what it counts: unfinished steps
+    and runs, and runs finished at or after ``since`` (never the whole
+    history). Throughput buckets are ``width`` nanoseconds wide from ``since``
+    to ``now`` (:class:`~cairnflow.store.RunStatistics`).
+    """
+
+    def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:
+        """Counts by queue and status, per-queue figures, and throughput since ``since``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -357,6 +375,7 @@ FACETS: tuple[Facet, ...] = (
         ("pause", "resume", "pauses"),
         frozenset({Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW}),
     ),
+    Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -444,6 +463,7 @@ class StoreFacets:
     schedules: Schedules | None
     leadership: Leadership | None
     queue_control: QueueControl | None
+    stats: RunStats | None = None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -468,4 +488,5 @@ class StoreFacets:
                 if caps & {Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW} and isinstance(store, QueueControl)
                 else None
             ),
+            stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
         )

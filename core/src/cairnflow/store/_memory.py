@@ -27,10 +27,11 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
-from ._facets import KERNEL, Leadership, QueueControl, Schedules, facet_capabilities
+from ._facets import KERNEL, Leadership, QueueControl, RunStats, Schedules, facet_capabilities
 from ._landed import landed
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
+from ._memory_stats import MemoryStats
 from ._query import run_matches
 from ._records import (
     ACTIVE,
@@ -112,12 +113,12 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemorySchedules, MemoryPauses):
+class MemoryStore(MemorySchedules, MemoryPauses, MemoryStats):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
-    ) | facet_capabilities(Schedules, Leadership, QueueControl)
+    ) | facet_capabilities(Schedules, Leadership, QueueControl, RunStats)
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
     the clients of this object only), and the schedules, leadership and queue control
     facets."""

@@ -1,5 +1,5 @@
 -- cairnflow on PostgreSQL, schema version 7: the label index (Cap.LABEL_PREFIX, #17), and runs
--- listed by queue. One row per label of a run, written in the enqueue's transaction. Run
+-- listed by queue and by finish time. One row per label of a run, written in the enqueue's transaction. Run
 -- filters probe it (sql/_filters.py): "l.run_id = r.id AND l.name = ? AND l.value = ?" is a
 -- seek of the primary key, and a prefix is "l.name = ? AND l.value >= ? AND l.value < ?", a
 -- range of the value index. Name and value are COLLATE "C" (code point order), so that range
@@ -17,3 +17,5 @@ INSERT INTO {run_labels} (run_id, name, value, created_at)
     SELECT r.id, j.key, j.value, r.created_at FROM {runs} r, jsonb_each_text(r.labels::jsonb) j;
 -- Listings by queue, newest first ("r.queue = ? ... ORDER BY r.seq DESC").
 CREATE INDEX "{p}runs_queue" ON {runs} (queue, seq);
+-- Statistics (Cap.STATS): runs finished since a time, a range of this index.
+CREATE INDEX "{p}runs_finished" ON {runs} (finished_at);

@@ -17,3 +17,5 @@ INSERT INTO {run_labels} (run_id, name, value, created_at)
     SELECT r.id, j.key, j.value, r.created_at FROM {runs} r, jsonb_each_text(r.labels::jsonb) j;
 -- Listings by queue, newest first ("r.queue = ? ... ORDER BY r.seq DESC").
 CREATE INDEX "{p}runs_queue" ON {runs} (queue, seq);
+-- Statistics (Cap.STATS): runs finished since a time, a range of this index.
+CREATE INDEX "{p}runs_finished" ON {runs} (finished_at);
