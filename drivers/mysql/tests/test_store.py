@@ -39,6 +39,7 @@ MIGRATIONS = [
     "010_run_labels",
     "011_run_labels_backfill",
     "012_runs_listed",
+    "013_servers",
 ]
 
 
@@ -281,7 +282,7 @@ def test_a_namespace_before_leaders_is_refused_until_migrated(server: Server, pr
         with pytest.raises(
             cf.SchemaNotReady,
             match=r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits, "
-            r"010_run_labels, 011_run_labels_backfill, 012_runs_listed are",
+            r"010_run_labels, 011_run_labels_backfill, 012_runs_listed, 013_servers are",
         ):
             new.check_schema()
         assert new.migrate() == MIGRATIONS[5:]

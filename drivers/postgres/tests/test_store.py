@@ -34,6 +34,7 @@ MIGRATIONS = [
     "005_pauses",
     "006_limits",
     "007_run_labels",
+    "008_servers",
 ]
 
 
@@ -162,7 +163,8 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_run_labels are",
+        match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_run_labels, "
+        r"008_servers are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -177,7 +179,8 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_run_labels are",
+        match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_run_labels, "
+        r"008_servers are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]

@@ -102,6 +102,15 @@ def test_stats_are_printed_for_people_and_scripts(tmp_path: Path) -> None:
     assert (mail["queue"], mail["queued"], mail["running"]) == ("mail", 3, 0)
     assert len(figures["throughput"]) == 120
     assert cairn("stats", url, "--bucket", "0").returncode == 2
+    assert cairn("servers", url).returncode == 1  # no client is live
+    store = cf.open_store(url)
+    with cf.Client(store, queues=["mail"]) as worker:
+        worker.register(wf)
+        listed = cairn("servers", url, "--json")
+        assert listed.returncode == 0, listed.stderr
+        (live,) = json.loads(listed.stdout)["live"]
+        assert (live["node"], live["queues"]) == (worker.node_id, ["mail"])
+    store.close()
 
 
 def test_reading_a_prefix_never_migrated_says_so_without_a_traceback(tmp_path: Path) -> None:

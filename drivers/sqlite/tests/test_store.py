@@ -39,6 +39,7 @@ MIGRATIONS = [
     "006_pauses",
     "007_limits",
     "008_run_labels",
+    "009_servers",
 ]
 
 
@@ -173,7 +174,8 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_run_labels are",
+        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_run_labels, "
+        r"009_servers are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -196,7 +198,8 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_run_labels are",
+        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_run_labels, "
+        r"009_servers are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -481,7 +484,7 @@ def test_labels_of_runs_made_before_the_label_index_are_found_after_migrating(db
         """'{"tenant": "acme-12", "team": "é"}', 0, 1, 1)""",
     )
     new = SQLiteStore(db)
-    assert new.migrate() == ["008_run_labels"]
+    assert new.migrate() == ["008_run_labels", "009_servers"]
     client = cf.Client(new)
     assert [r.id for r in client.runs(label_prefix=("tenant", "acme-1")).runs] == ["run_old"]
     assert [r.id for r in client.runs(labels={"team": "é"}).runs] == ["run_old"]

@@ -39,6 +39,7 @@ from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .run_queries import LabelPrefixTests, RunFilterTests
 from .schedules import ScheduleTests
+from .servers import ServerTests
 from .statistics import StatsTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
@@ -79,6 +80,7 @@ class ConformanceSuite(
     GlobalLimitTests,
     PauseTests,
     StatsTests,
+    ServerTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -1,4 +1,5 @@
-"""The operator's reads of :class:`~cairnflow.Client` beyond runs: ``stats()`` (``Cap.STATS``).
+"""The operator's reads of :class:`~cairnflow.Client` beyond runs: ``stats()`` (``Cap.STATS``)
+and ``servers()`` (``Cap.SERVERS``).
 
 A mixin of its own, as the schedule and queue methods are: each reads a store
 facet taken once when the client was built (:class:`~cairnflow.store.StoreFacets`)
@@ -9,16 +10,35 @@ from __future__ import annotations
 
 from .._caps import Cap
 from .._checks import check_seconds
-from ..store import RunStatistics
+from ..store import RunStatistics, ServerList
 from ._state import EngineState
 
 __all__ = ["AdminMethods"]
 
 
 class AdminMethods:
-    """``stats``."""
+    """``servers``, ``stats``."""
 
     _state: EngineState
+
+    def servers(self, *, hours: float = 1.0) -> ServerList:
+        """Every client seen in the last ``hours`` (``Cap.SERVERS``): live and dead ones.
+
+        A started client records a heartbeat row (node, host, pid, queues,
+        workers, version, started, last seen) every third of its lease and marks
+        it stopped when it stops; one not seen for ``store.MISSED_BEATS`` of its
+        heartbeats (killed, or cut off) is dead. Works from a client never started.
+        """
+        state = self._state
+        state.require(Cap.SERVERS, "servers()")
+        hours = check_seconds("hours", hours)
+        facet = state.facets.servers
+        assert facet is not None  # declared (required above), so check_store made sure
+        now = state.now()
+        rows = facet.list_servers(seen_since=now - int(hours * 3600e9))
+        live = tuple(row for row in rows if row.alive(now))
+        dead = tuple(row for row in rows if not row.alive(now))
+        return ServerList(now, live, dead)
 
     def stats(self, *, hours: float = 1.0, bucket: float = 60.0) -> RunStatistics:
         """What a dashboard draws (``Cap.STATS``), read in one transaction from indexes.

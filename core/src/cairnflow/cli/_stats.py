@@ -1,8 +1,10 @@
-"""``cairn stats URL``: what a dashboard draws, from a client that is never started.
+"""``cairn stats URL`` and ``cairn servers URL``: what a dashboard draws, from a client that
+is never started.
 
-Queues (queued, running, waiting, failed in the window, the oldest queued step's
-age), then runs and steps by queue and status, then throughput per bucket; or one
-JSON document with all of it (``--json``), for scripts.
+``stats``: queues (queued, running, waiting, failed in the window, the oldest
+queued step's age), then runs and steps by queue and status, then throughput per
+bucket. ``servers``: every client seen lately, live or dead. Both print one JSON
+document instead with ``--json``, for scripts.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from rich.table import Table
 from .. import Client
 from ._commands import _open, console, store_option
 
-__all__ = ["stats"]
+__all__ = ["servers", "stats"]
 
 
 @click.command()
@@ -61,3 +63,36 @@ def stats(url: str, hours: float, bucket: float, as_json: bool, pairs: tuple[str
         f"throughput, last {hours:g}h: {succeeded} succeeded, {failed} failed; "
         f"last {len(last)} buckets of {bucket:g}s (succeeded/failed): {recent}"
     )
+
+
+@click.command()
+@click.argument("url")
+@click.option("--hours", default=1.0, show_default=True, help="Servers seen in this window.")
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON document.")
+@store_option
+def servers(url: str, hours: float, as_json: bool, pairs: tuple[str, ...]) -> None:
+    """Clients seen lately in URL, live and dead (Cap.SERVERS); exit 1 when none is live."""
+    store = _open(url, pairs, migrated=True)
+    try:
+        listing = Client(store).servers(hours=hours)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(listing)))
+    else:
+        table = Table(title=f"Servers in {url}")
+        for column in ("node", "state", "host", "pid", "queues", "workers", "version", "seen"):
+            table.add_column(column, overflow="fold")
+        for state, rows in (("live", listing.live), ("dead", listing.dead)):
+            for row in rows:
+                ago = f"{max(listing.at - row.seen_at, 0) / 1e9:.0f}s ago"
+                shown = "stopped" if row.stopped_at is not None and state == "dead" else state
+                table.add_row(
+                    row.node, shown, row.host, str(row.pid), ",".join(row.queues),
+                    str(row.workers), row.version, ago,
+                )  # fmt: skip
+        console.print(table)
+    if not listing.live:
+        raise SystemExit(1)

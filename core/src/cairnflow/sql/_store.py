@@ -55,6 +55,7 @@ from ..store import (
     RunQuery,
     RunStatistics,
     ScheduleRecord,
+    ServerRecord,
     SignalResult,
     StoredRun,
     StoreInfo,
@@ -75,6 +76,7 @@ from ._queries import Queries
 from ._reads import Reads
 from ._schedules import Schedules
 from ._schema import Schema
+from ._servers import ServerRows
 from ._stats import Stats
 from ._tables import Tables
 from ._transactions import StoreStats, Transactions
@@ -107,6 +109,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.RUN_QUERY,
         Cap.LABEL_PREFIX,
         Cap.STATS,
+        Cap.SERVERS,
         *SCHEDULE_CAPABILITIES,
         Cap.LEADER_ELECTION,
         Cap.QUEUE,
@@ -184,6 +187,7 @@ class SQLStore:
         self._leadership = Leadership(context)
         self._pauses = Pauses(context)
         self._stats = Stats(context)
+        self._servers = ServerRows(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -425,6 +429,23 @@ class SQLStore:
     def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:
         """Counts by queue and status, per-queue figures, and throughput since ``since``."""
         return self._stats.run_statistics(since=since, now=now, width=width)
+
+    # -- servers (Cap.SERVERS) ---------------------------------------------------------------
+    def record_server(self, server: ServerRecord) -> None:
+        """Insert or replace the heartbeat row of ``server.node``."""
+        self._servers.record_server(server)
+
+    def stop_server(self, node: str, at: int) -> None:
+        """Mark the row of ``node`` stopped at ``at``."""
+        self._servers.stop_server(node, at)
+
+    def list_servers(self, *, seen_since: int) -> list[ServerRecord]:
+        """Heartbeat rows seen at or after ``seen_since``, newest seen first."""
+        return self._servers.list_servers(seen_since=seen_since)
+
+    def prune_servers(self, *, before: int, limit: int) -> int:
+        """Delete up to ``limit`` rows last seen before ``before``."""
+        return self._servers.prune_servers(before=before, limit=limit)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

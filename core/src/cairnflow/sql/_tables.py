@@ -26,6 +26,7 @@ TABLES = (
     "pauses",
     "limits",
     "run_labels",
+    "servers",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -47,6 +48,8 @@ class Tables:
     limits: str
     run_labels: str
     """One row per label of a run (``Cap.LABEL_PREFIX``: the label index)."""
+    servers: str
+    """One heartbeat row per client node (``Cap.SERVERS``)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -74,6 +77,7 @@ class Tables:
             pauses=name("pauses"),
             limits=name("limits"),
             run_labels=name("run_labels"),
+            servers=name("servers"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -82,7 +86,8 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{run_labels}``, ``{migrations}``:
+        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{run_labels}``, ``{servers}``,
+        ``{migrations}``:
         qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
@@ -97,6 +102,7 @@ class Tables:
             "pauses": self.pauses,
             "limits": self.limits,
             "run_labels": self.run_labels,
+            "servers": self.servers,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

@@ -12,6 +12,7 @@ from ._facets import (
     RunStats,
     Schedules,
     ServerClock,
+    Servers,
     StoreContractError,
     StoreFacets,
     TransactionalEnqueue,
@@ -60,6 +61,7 @@ from ._records import (
     label_prefix_bounds,
     run_cursor,
 )
+from ._servers import MISSED_BEATS, ServerList, ServerRecord
 from ._stats import QueueStats, RunStatistics, StatusCount, ThroughputBucket
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "FACETS",
     "KERNEL",
     "MAX_PAGE",
+    "MISSED_BEATS",
     "AdvanceResult",
     "AttemptState",
     "BatchOutcomes",
@@ -99,6 +102,9 @@ __all__ = [
     "ScheduleRecord",
     "Schedules",
     "ServerClock",
+    "ServerList",
+    "ServerRecord",
+    "Servers",
     "SignalResult",
     "SleepUntil",
     "Snoozed",

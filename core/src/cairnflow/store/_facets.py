@@ -36,6 +36,7 @@ from ._records import (
     ScheduleRecord,
     TickRecord,
 )
+from ._servers import ServerRecord
 from ._stats import RunStatistics
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "RunStats",
     "Schedules",
     "ServerClock",
+    "Servers",
     "StoreContractError",
     "StoreFacets",
     "TransactionalEnqueue",
@@ -251,6 +253,35 @@ class RunStats(Protocol):
         ...
 
 
+@runtime_checkable
+class Servers(Protocol):
+    """``Cap.SERVERS``: one heartbeat row per started client (:mod:`cairnflow.store._servers`).
+
+    Requirement: ``record_server`` inserts the row of its node or replaces it
+    whole (one row per node, whatever the number of writers); ``stop_server``
+    sets ``stopped_at`` on the node's row; ``list_servers`` returns the rows
+    seen (or stopped) at or after ``seen_since``, newest seen first, read by an
+    index on ``seen_at``; ``prune_servers`` deletes up to ``limit`` rows seen
+    before ``before``.
+    """
+
+    def record_server(self, server: ServerRecord) -> None:
+        """Insert or replace the row of ``server.node``."""
+        ...
+
+    def stop_server(self, node: str, at: int) -> None:
+        """Mark the row of ``node`` stopped at ``at`` (nothing if there is none)."""
+        ...
+
+    def list_servers(self, *, seen_since: int) -> list[ServerRecord]:
+        """Rows seen at or after ``seen_since``, newest seen first."""
+        ...
+
+    def prune_servers(self, *, before: int, limit: int) -> int:
+        """Delete up to ``limit`` rows last seen before ``before``; return how many went."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -376,6 +407,12 @@ FACETS: tuple[Facet, ...] = (
         frozenset({Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW}),
     ),
     Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
+    Facet(
+        "servers",
+        Servers,
+        ("record_server", "stop_server", "list_servers", "prune_servers"),
+        frozenset({Cap.SERVERS}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -464,6 +501,7 @@ class StoreFacets:
     leadership: Leadership | None
     queue_control: QueueControl | None
     stats: RunStats | None = None
+    servers: Servers | None = None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -489,4 +527,5 @@ class StoreFacets:
                 else None
             ),
             stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
+            servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,
         )

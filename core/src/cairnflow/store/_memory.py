@@ -27,10 +27,19 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
-from ._facets import KERNEL, Leadership, QueueControl, RunStats, Schedules, facet_capabilities
+from ._facets import (
+    KERNEL,
+    Leadership,
+    QueueControl,
+    RunStats,
+    Schedules,
+    Servers,
+    facet_capabilities,
+)
 from ._landed import landed
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
+from ._memory_servers import MemoryServers
 from ._memory_stats import MemoryStats
 from ._query import run_matches
 from ._records import (
@@ -113,12 +122,14 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemorySchedules, MemoryPauses, MemoryStats):
+class MemoryStore(MemorySchedules, MemoryServers, MemoryPauses, MemoryStats):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
         KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
-    ) | facet_capabilities(Schedules, Leadership, QueueControl, RunStats)
+    ) | facet_capabilities(
+        Schedules, Leadership, QueueControl, RunStats, Servers
+    )
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
     the clients of this object only), and the schedules, leadership and queue control
     facets."""
