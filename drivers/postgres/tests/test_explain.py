@@ -93,6 +93,16 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 CROSS JOIN (VALUES ('a', 0), ('b', 1), ('c', 2)) AS s (name, pos)""",
                 {"finished": FINISHED, "now": NOW, "token": TOKEN},
             )
+            # 5,000 servers seen over two days (Cap.SERVERS): a listing reads the last hour's.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.servers} (node, host, pid, queues, workers, version,
+                    started_at, seen_at, beat_every)
+                SELECT 'node_' || g, 'host', g, '[]', 8, 'v', %(now)s - g * 40000000000,
+                    %(now)s - g * 35000000000, 10000000000
+                FROM generate_series(1, 5000) AS g""",
+                {"now": NOW},
+            )
             # A label on every run (1,000 tenants), in the label index (Cap.LABEL_PREFIX).
             admin_conn.execute(
                 f"""
@@ -153,6 +163,7 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
         tables = (
             *(t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders, t.pauses, t.limits),
             t.run_labels,
+            t.servers,
         )
         for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
@@ -245,6 +256,12 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
             store._stats._ended_runs,
             (NOW - 500, 60 * 10**9, NOW - 500),
         ),
+        "servers: heartbeat": (
+            store._servers._update,
+            ("h", 1, "[]", 1, "v", NOW, NOW, 10**9, "node_7"),
+        ),
+        "servers: list": (store._servers._list, (NOW - 3600 * 10**9,)),
+        "servers: prunable": (store._servers._prunable, (NOW - 24 * 3600 * 10**9, 100)),
         "step_counts": q.step_counts([hot_run, f"run_{FINISHED - 3}"]),
         "holder_of_key": q.holder_of_key("w0", [f"k{FINISHED + 5}"]),
         "runs_named": q.runs_named([hot_run, f"run_{FINISHED - 3}"]),
@@ -326,6 +343,9 @@ def test_no_hot_path_query_scans_a_whole_table(
     for index in ("steps_ready", "steps_running_queue", "steps_due"):
         assert f"{prefix}{index}" in indexes["stats: steps now"], indexes["stats: steps now"]
     assert f"{prefix}runs_finished" in indexes["stats: ended runs"], indexes["stats: ended runs"]
+    assert f"{prefix}servers_pkey" in indexes["servers: heartbeat"]
+    for name in ("servers: list", "servers: prunable"):
+        assert f"{prefix}servers_seen" in indexes[name], (name, indexes[name])
     # Labels are found in the label index, never in the runs' JSON.
     labelled = (
         "list_runs, label",

@@ -436,6 +436,14 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "stats: steps now, due": ((store._stats._steps_now, ()), "cf_steps_due"),
         "stats: active runs": ((store._stats._active_runs, ()), "cf_runs_state"),
         "stats: ended runs": ((store._stats._ended_runs, (0, 60, 0)), "cf_runs_finished"),
+        # Servers (Cap.SERVERS): a heartbeat by the primary key; listing and pruning by seen_at.
+        "servers: heartbeat": (
+            (store._servers._update, ("h", 1, "[]", 1, "v", 0, 0, 1, "n")),
+            "sqlite_autoindex_cf_servers_1",
+        ),
+        "servers: stop": ((store._servers._stop, (0, "n")), "sqlite_autoindex_cf_servers_1"),
+        "servers: list": ((store._servers._list, (0,)), "cf_servers_seen"),
+        "servers: prunable": ((store._servers._prunable, (0, 100)), "cf_servers_seen"),
         "list_runs, rare exact label": (
             q.list_runs(
                 RunQuery(labels={"tenant": "acme-1"}), before_seq=None, limit=51, by_label=True
