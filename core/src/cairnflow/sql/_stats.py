@@ -6,7 +6,8 @@
   ``steps_due``), so each part reads only the hot rows its index holds.
 * Unfinished runs by queue: the ``state = 'active'`` range of ``runs_state``.
 * Finished runs since ``since`` by queue, final status and bucket: a range of
-  ``runs_finished`` (``finished_at``); the bucket is the start of its minute,
+  ``runs_finished`` (``finished_at``; not on MySQL / MariaDB, whose migrations cannot add an
+  index safely twice: there it reads the runs); the bucket is the start of its minute,
   ``finished_at - (finished_at - since) % width`` (``%`` on integers means the
   same on every engine; ``/`` does not: MySQL's is decimal), grouped by position
   (``GROUP BY 3, 1, 2``: Postgres takes two bound copies of an expression for two
