@@ -107,3 +107,11 @@ class Cap(StrEnum):
     SHUTDOWN_REQUEUE = "shutdown_requeue", "A stopping client reports the attempts it handed back."
     FORCE_RUN = "force_run", "A delayed or paused run can be started now."
     LABEL_PREFIX = "label_prefix", "Runs can be searched by label, exactly and by prefix."
+    SERVERS = (
+        "servers",
+        "Every started client keeps a heartbeat row; live and lately dead servers are listed.",
+    )
+    STATS = (
+        "stats",
+        "Run, step and queue counts and throughput per minute are read from the store's indexes.",
+    )

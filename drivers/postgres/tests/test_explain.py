@@ -20,8 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from cairnflow import Status
 from cairnflow.sql import TABLES, Statement
-from cairnflow.store import ClaimRequest, QueueClaim
+from cairnflow.store import ClaimRequest, QueueClaim, RunQuery
 from cairnflow_postgres import PostgresStore
 from cairnflow_postgres._dialect import CLAIM_SETTINGS
 
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.timeout(240)
 FINISHED = 100_000
 NOW = 1_800_000_000_000_000_000
 TOKEN = "0" * 32
+UNFINISHED = frozenset(s for s in Status if not s.finished)
 
 
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -53,7 +55,8 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 INSERT INTO {t.runs} (id, workflow, queue, priority, state, payload, idem_key,
                     active_key, labels, steps_left, created_at, run_at, finished_at)
                 SELECT 'run_' || g, 'w' || (g %% 5), 'default', 0,
-                    CASE WHEN g <= %(finished)s THEN 'succeeded' ELSE 'active' END,
+                    CASE WHEN g > %(finished)s THEN 'active'
+                         WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END,
                     '\\x7b7d'::bytea, 'k' || g,
                     CASE WHEN g <= %(finished)s THEN NULL ELSE 'k' || g END,
                     '{{}}', CASE WHEN g <= %(finished)s THEN 0 ELSE 3 END,
@@ -89,6 +92,24 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 FROM generate_series(1, %(finished)s + 60) AS g
                 CROSS JOIN (VALUES ('a', 0), ('b', 1), ('c', 2)) AS s (name, pos)""",
                 {"finished": FINISHED, "now": NOW, "token": TOKEN},
+            )
+            # 5,000 servers seen over two days (Cap.SERVERS): a listing reads the last hour's.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.servers} (node, host, pid, queues, workers, version,
+                    started_at, seen_at, beat_every)
+                SELECT 'node_' || g, 'host', g, '[]', 8, 'v', %(now)s - g * 40000000000,
+                    %(now)s - g * 35000000000, 10000000000
+                FROM generate_series(1, 5000) AS g""",
+                {"now": NOW},
+            )
+            # A label on every run (1,000 tenants), in the label index (Cap.LABEL_PREFIX).
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.run_labels} (run_id, name, value, created_at)
+                SELECT 'run_' || g, 'tenant', 'acme-' || (g %% 1000), %(now)s - g
+                FROM generate_series(1, %(finished)s + 60) AS g""",
+                {"finished": FINISHED, "now": NOW},
             )
             admin_conn.execute(
                 f"""
@@ -175,6 +196,8 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
             t.journal,
             t.locks,
             t.errors,
+            t.run_labels,
+            t.servers,
         )
         for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
@@ -238,17 +261,42 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "resolve_wait": (q.resolve_wait, (b"{}", NOW, hot_step)),
         "get_run": (q.get_run, (hot_run,)),
         "get_steps": (q.get_steps, (hot_run,)),
-        "list_runs": q.list_runs(workflow=None, states=None, before_seq=None, limit=51),
-        "list_runs, next page": q.list_runs(
-            workflow=None, states=None, before_seq=FINISHED // 2, limit=51
+        "list_runs": q.list_runs(RunQuery(), before_seq=None, limit=51),
+        "list_runs, next page": q.list_runs(RunQuery(), before_seq=FINISHED // 2, limit=51),
+        "list_runs by workflow": q.list_runs(RunQuery(workflow="w3"), before_seq=None, limit=51),
+        "list_runs by queue": q.list_runs(RunQuery(queue="default"), before_seq=None, limit=51),
+        "list_runs, unfinished": q.list_runs(
+            RunQuery(statuses=UNFINISHED, now=NOW), before_seq=None, limit=51
         ),
-        "list_runs by workflow": q.list_runs(workflow="w3", states=None, before_seq=None, limit=51),
-        "list_runs, active only": q.list_runs(
-            workflow=None, states=["active"], before_seq=None, limit=51
+        "list_runs, queued": q.list_runs(
+            RunQuery(statuses=frozenset({Status.QUEUED}), now=NOW), before_seq=None, limit=51
         ),
         "list_runs, failed only": q.list_runs(
-            workflow="w1", states=["failed"], before_seq=None, limit=51
+            RunQuery(workflow="w1", statuses=frozenset({Status.FAILED})), before_seq=None, limit=51
         ),
+        "list_runs, label": q.list_runs(
+            RunQuery(labels={"tenant": "acme-7"}), before_seq=None, limit=51
+        ),
+        "list_runs, failed, label prefix": q.list_runs(
+            RunQuery(statuses=frozenset({Status.FAILED}), label_prefix=("tenant", "acme-12")),
+            before_seq=None,
+            limit=51,
+        ),
+        "count_runs, failed, label prefix": q.count_runs(
+            RunQuery(statuses=frozenset({Status.FAILED}), label_prefix=("tenant", "acme-12"))
+        ),
+        "stats: steps now": (store._stats._steps_now, ()),
+        "stats: active runs": (store._stats._active_runs, ()),
+        "stats: ended runs": (  # a window holding 1.5% of the history (it all ended in 0.1 ms)
+            store._stats._ended_runs,
+            (NOW - 500, 60 * 10**9, NOW - 500),
+        ),
+        "servers: heartbeat": (
+            store._servers._update,
+            ("h", 1, "[]", 1, "v", NOW, NOW, 10**9, "node_7"),
+        ),
+        "servers: list": (store._servers._list, (NOW - 3600 * 10**9,)),
+        "servers: prunable": (store._servers._prunable, (NOW - 24 * 3600 * 10**9, 100)),
         "step_counts": q.step_counts([hot_run, f"run_{FINISHED - 3}"]),
         "holder_of_key": q.holder_of_key("w0", [f"k{FINISHED + 5}"]),
         "runs_named": q.runs_named([hot_run, f"run_{FINISHED - 3}"]),
@@ -362,6 +410,24 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("last_error", "trim_errors", "run_errors"):
         assert f"{prefix}errors_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_run_name" in indexes["run_failures"], indexes["run_failures"]
+    # A dashboard's counts read the hot indexes and the window of finished runs only.
+    for index in ("steps_ready", "steps_running_queue", "steps_due"):
+        assert f"{prefix}{index}" in indexes["stats: steps now"], indexes["stats: steps now"]
+    assert f"{prefix}runs_finished" in indexes["stats: ended runs"], indexes["stats: ended runs"]
+    assert f"{prefix}servers_pkey" in indexes["servers: heartbeat"]
+    for name in ("servers: list", "servers: prunable"):
+        assert f"{prefix}servers_seen" in indexes[name], (name, indexes[name])
+    # Labels are found in the label index, never in the runs' JSON.
+    labelled = (
+        "list_runs, label",
+        "list_runs, failed, label prefix",
+        "count_runs, failed, label prefix",
+    )
+    for name in labelled:
+        assert indexes[name] & {f"{prefix}run_labels_value", f"{prefix}run_labels_pkey"}, (
+            name,
+            indexes[name],
+        )
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

@@ -47,8 +47,11 @@ from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
+from .run_queries import LabelPrefixTests, RunFilterTests
 from .schedules import ScheduleTests
+from .servers import ServerTests
 from .state import JournalTests, LockTests
+from .statistics import StatsTests
 from .timing import DueQueryTests, ForceRunTests, RescheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
@@ -61,6 +64,8 @@ class ConformanceSuite(
     BaselineTests,
     ResultTests,
     RunQueryTests,
+    RunFilterTests,
+    LabelPrefixTests,
     NodeIdentityTests,
     ClosureTests,
     RetryTests,
@@ -103,6 +108,8 @@ class ConformanceSuite(
     DeleteRunTests,
     CancelAllTests,
     CancelStepTests,
+    StatsTests,
+    ServerTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -136,6 +136,13 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(Cap.RESULT, "result", lambda k: _idle(k).result("run_kitnosuchrun", timeout=1)),
     Refusal(Cap.RUN_QUERY, "runs", lambda k: _idle(k).runs()),
+    Refusal(Cap.STATS, "stats", lambda k: _idle(k).stats()),
+    Refusal(Cap.SERVERS, "servers", lambda k: _idle(k).servers()),
+    Refusal(
+        Cap.LABEL_PREFIX,
+        "runs-label-prefix",
+        lambda k: _idle(k).runs(label_prefix=("tenant", "acme-")),
+    ),
     Refusal(Cap.CRON, "schedule-declared", _needs(Cap.CRON, _cron)),
     Refusal(
         Cap.CRON,

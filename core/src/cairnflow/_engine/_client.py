@@ -50,6 +50,7 @@ from ._schedule_api import ScheduleMethods
 from ._scheduler import Scheduler, TickEvent
 from ._settings import Settings
 from ._state import CLOSURE_WORKFLOW, EngineState
+from ._stats_api import StatsMethods
 from ._timing_api import TimingMethods
 from ._watch import StopWatch
 from ._writer import RunWriter
@@ -59,7 +60,7 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMethods):
+class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMethods, StatsMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
@@ -787,18 +788,42 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         self,
         *,
         workflow: str | None = None,
+        queue: str | None = None,
         status: Status | str | Iterable[Status | str] | None = None,
         labels: Mapping[str, str] | None = None,
+        label_prefix: tuple[str, str] | None = None,
+        created_since: int | None = None,
+        created_until: int | None = None,
+        finished_since: int | None = None,
+        finished_until: int | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        count: bool = False,
     ) -> RunList:
         """List runs of every workflow in the store, newest first (``Cap.RUN_QUERY``).
 
-        ``status`` filters by one or several statuses; ``labels`` keeps runs
-        having every given label. Pass the returned ``cursor`` for the next page.
+        Every filter given must hold: ``status`` one or several statuses (the
+        active ones as exactly as the final ones); ``labels`` every given label;
+        ``label_prefix`` ``(name, prefix)``: the label starts with the prefix
+        (``Cap.LABEL_PREFIX``); ``created_*`` / ``finished_*`` ranges of Unix
+        nanoseconds, ``since`` included, ``until`` excluded. Pass the returned
+        ``cursor`` for the next page; ``count=True`` also counts every match
+        (``RunList.total``). Each :class:`RunOverview` names its failed step
+        and the error's summary. A bad filter raises :class:`~cairnflow.InvalidQuery`.
         """
         return self._reads.runs(
-            workflow=workflow, status=status, labels=labels, limit=limit, cursor=cursor
+            workflow=workflow,
+            queue=queue,
+            status=status,
+            labels=labels,
+            label_prefix=label_prefix,
+            created_since=created_since,
+            created_until=created_until,
+            finished_since=finished_since,
+            finished_until=finished_until,
+            limit=limit,
+            cursor=cursor,
+            count=count,
         )
 
     def __repr__(self) -> str:

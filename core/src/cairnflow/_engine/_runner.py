@@ -113,9 +113,7 @@ class StepRunner:
         ``holder``: the attempt this client holds, released once the outcome is
         written; None for one it does not hold (an abandoned attempt).
         """
-        self._commit.put(
-            claimed, outcome, eager=self._may_release(claimed, outcome), holder=holder
-        )
+        self._commit.put(claimed, outcome, eager=self._may_release(claimed, outcome), holder=holder)
 
     def _may_release(self, claimed: ClaimedAttempt, outcome: Outcome) -> bool:
         """True when writing ``outcome`` may make other steps of the run ready."""
@@ -409,4 +407,3 @@ def _closure_step(closure: Callable[[], Any]) -> Callable[[StepContext, Any], An
         return closure()
 
     return call
-

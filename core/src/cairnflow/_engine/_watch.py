@@ -14,7 +14,7 @@ when:
   idle grace. That is judged from the store, not from this client's attempts:
   a run sleeping, waiting for a signal, delayed, or running on another client
   keeps it busy. Each look lists the unfinished runs of each workflow
-  (``list_runs`` with ``states={ACTIVE}``, newest first) and the newest runs,
+  (``list_runs`` of the unfinished statuses, newest first) and the newest runs,
   so a run enqueued and finished between two looks still restarts the grace.
   A look stops at the first unfinished run on a served queue; ``list_runs`` has no
   queue filter, so only unfinished runs on queues the client does not serve are
@@ -29,7 +29,8 @@ import threading
 from collections.abc import Callable
 
 from .._fleet import StopCause
-from ..store import ACTIVE, RunQuery
+from .._models import Status
+from ..store import RunQuery
 from ._attempt import monotonic
 from ._state import CLOSURE_WORKFLOW, EngineState
 
@@ -37,6 +38,7 @@ __all__ = ["StopWatch", "resident_mib"]
 
 _MIB = 1024 * 1024
 _PAGE = 200
+_UNFINISHED = frozenset(status for status in Status if not status.finished)
 """Runs read per page of a look for unfinished runs."""
 
 
@@ -162,7 +164,7 @@ class StopWatch:
                 page = store.list_runs(
                     RunQuery(
                         workflow=workflow,
-                        states=frozenset({ACTIVE}),
+                        statuses=_UNFINISHED,
                         limit=_PAGE,
                         cursor=cursor,
                     )

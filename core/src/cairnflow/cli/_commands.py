@@ -17,11 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import Cap, Client, QueueConfig, Recycle, StopCause, StopReport, Workflow, __version__
-from .._errors import CairnError
+from .._errors import CairnError, InvalidName, InvalidQuery
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..sql import SQLStore
 from ..store import Store
+from ._filters import parse_label, parse_labels, parse_since
 from ._queues import parse_queues
 
 __all__ = ["RECYCLE_EXIT_STATUS", "main", "store_option"]
@@ -212,8 +213,7 @@ def _load_app(spec: str) -> list[Workflow]:
     "--max-memory-mb",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help=f"Recycle: once resident memory reaches this (MiB), drain and exit "
-    f"{RECYCLE_EXIT_STATUS}.",
+    help=f"Recycle: once resident memory reaches this (MiB), drain and exit {RECYCLE_EXIT_STATUS}.",
 )
 @click.option(
     "--stop-when-idle",
@@ -347,31 +347,97 @@ def _drain(client: Client, timeout: float) -> StopReport:
 
 @main.command()
 @click.argument("url")
-@click.option("--workflow", default=None)
-@click.option("--status", "statuses", multiple=True)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--workflow", default=None, help="Runs of this workflow.")
+@click.option("--queue", default=None, help="Runs on this queue.")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    help="pending, queued, running, waiting, succeeded, failed, cancelled or discarded "
+    "(repeatable: any of them).",
+)
+@click.option(
+    "--label", "labels", multiple=True, callback=parse_labels, metavar="NAME=VALUE",
+    help="Runs with this label (repeatable: all of them).",
+)  # fmt: skip
+@click.option(
+    "--label-prefix", callback=parse_label, metavar="NAME=PREFIX",
+    help="Runs whose label NAME starts with PREFIX.",
+)  # fmt: skip
+@click.option(
+    "--since", callback=parse_since, metavar="WHEN",
+    help="Runs created since WHEN: a duration before now (30s, 90m, 2h, 7d) or an ISO time.",
+)  # fmt: skip
+@click.option("--limit", default=50, show_default=True, help="Runs per page (1 to 1000).")
+@click.option("--cursor", default=None, help="The next page: the cursor a listing printed.")
+@click.option("--count", is_flag=True, help="Also count every run the filters match.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, then the cursor.")
 @store_option
 def runs(
-    url: str, workflow: str | None, statuses: tuple[str, ...], limit: int, pairs: tuple[str, ...]
+    url: str,
+    workflow: str | None,
+    queue: str | None,
+    statuses: tuple[str, ...],
+    labels: dict[str, str],
+    label_prefix: tuple[str, str] | None,
+    since: int | None,
+    limit: int,
+    cursor: str | None,
+    count: bool,
+    as_json: bool,
+    pairs: tuple[str, ...],
 ) -> None:
-    """List runs in URL, newest first."""
+    """List runs in URL, newest first, filtered (every filter given must hold)."""
     store = _open(url, pairs, migrated=True)
     try:
-        listing = Client(store).runs(workflow=workflow, status=statuses or None, limit=limit)
+        listing = Client(store).runs(
+            workflow=workflow,
+            queue=queue,
+            status=statuses or None,
+            labels=labels,
+            label_prefix=label_prefix,
+            created_since=since,
+            limit=limit,
+            cursor=cursor,
+            count=count,
+        )
+    except (InvalidQuery, InvalidName) as error:
+        raise click.UsageError(str(error)) from None
     finally:
         store.close()
+    if as_json:
+        for run in listing.runs:
+            click.echo(
+                json.dumps(
+                    {
+                        "id": run.id,
+                        "workflow": run.workflow,
+                        "queue": run.queue,
+                        "status": run.status.value,
+                        "labels": dict(run.labels),
+                        "created_at_ns": run.created_at_ns,
+                        "finished_at_ns": run.finished_at_ns,
+                        "failed_step": run.failed_step,
+                        "error": run.error_summary,
+                        "steps": dict(run.step_counts),
+                    }
+                )
+            )
+        click.echo(json.dumps({"cursor": listing.cursor, "total": listing.total}))
+        return
     table = Table(title=f"Runs in {url}")
     # A run id is never cut (it is pasted into `cairn show`): the other columns give way.
     table.add_column(
         "id", no_wrap=True, min_width=max((len(r.id) for r in listing.runs), default=2)
     )
-    for column in ("workflow", "status", "created", "finished", "steps"):
+    for column in ("workflow", "status", "created", "finished", "steps", "error"):
         table.add_column(column, overflow="fold")
     for run in listing.runs:
         steps = " ".join(f"{k}:{v}" for k, v in sorted(run.step_counts.items()))
         finished = (
             from_ns(run.finished_at_ns).isoformat(timespec="seconds") if run.finished_at_ns else ""
         )
+        failure = f"{run.failed_step}: {run.error_summary}" if run.failed_step else ""
         table.add_row(
             run.id,
             run.workflow,
@@ -379,8 +445,13 @@ def runs(
             from_ns(run.created_at_ns).isoformat(timespec="seconds"),
             finished,
             steps,
+            failure or (run.error_summary or ""),
         )
     console.print(table)
+    if listing.total is not None:
+        console.print(f"{listing.total} run(s) match")
+    if listing.cursor is not None:
+        console.print(f"more: --cursor {listing.cursor}")
 
 
 @main.command()

@@ -26,6 +26,7 @@ from typing import Any, Literal
 __all__ = [
     "LEADER_COLUMNS",
     "LOCK_COLUMNS",
+    "NEW_LABEL_VALUES",
     "NEW_RUN_VALUES",
     "NEW_STEP_VALUES",
     "PAUSE_COLUMNS",
@@ -82,6 +83,7 @@ _FRAGMENTS = {
     "claimed_columns_s": _aliased("s", CLAIMED_COLUMNS),
     "claim_run_columns": CLAIM_RUN_COLUMNS,
     "claim_run_columns_r": _aliased("r", CLAIM_RUN_COLUMNS),
+    "run_columns_r": _aliased("r", RUN_COLUMNS),
     "schedule_columns": SCHEDULE_COLUMNS,
     "schedule_columns_s": _aliased("s", SCHEDULE_COLUMNS),
     "tick_columns": TICK_COLUMNS,
@@ -131,6 +133,18 @@ NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
 )
 """The values of a run row, in the order :data:`INSERT_RUN` takes them, and their kinds
 (:class:`~cairnflow.sql.BatchInsert`); ``state`` is ``'active'`` in every new run."""
+
+INSERT_LABEL = """
+            INSERT INTO {run_labels} (run_id, name, value, created_at) VALUES (?, ?, ?, ?)"""
+"""One label of a new run, in the label index (``executemany``, in the enqueue's transaction)."""
+
+NEW_LABEL_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
+    ("run_id", "text"),
+    ("name", "text"),
+    ("value", "text"),
+    ("created_at", "int"),
+)
+"""The values of a label row, in the order :data:`INSERT_LABEL` takes them."""
 
 INSERT_STEP = """
             INSERT INTO {steps}
@@ -471,11 +485,36 @@ GET_STEPS = """
 """The steps of one run, in the workflow's order."""
 
 LIST_RUNS = """
-            SELECT {run_columns} FROM {runs}
+            SELECT {run_columns_r} FROM {runs} r
             WHERE 1 = 1{filters}
-            ORDER BY seq DESC
+            ORDER BY r.seq DESC
             LIMIT ?"""
-"""Runs newest first, filtered by workflow, state and cursor (``seq``)."""
+"""Runs newest first, filtered by :func:`~cairnflow.sql._filters.run_filter` (and the cursor)."""
+
+LIST_RUNS_BY_LABEL = """
+            SELECT {run_columns_r} FROM {run_labels} lp CROSS JOIN {runs} r
+            WHERE {driving} AND r.id = lp.run_id{filters}
+            ORDER BY r.seq DESC
+            LIMIT ?"""
+"""Runs with a rare label (prefix or exact), driven from the label index: its rows give the
+few runs, each read by id, then sorted (``CROSS JOIN`` keeps SQLite's loops in that order; the other
+engines plan joins by cost anyway)."""
+
+COUNT_RUNS_BY_LABEL = """
+            SELECT COUNT(*) FROM {run_labels} lp CROSS JOIN {runs} r
+            WHERE {driving} AND r.id = lp.run_id{filters}"""
+"""How many runs with a rare label a filter matches."""
+
+LABELS_WITHIN = """
+            SELECT COUNT(*) FROM (
+                SELECT 1 FROM {run_labels} lp WHERE {driving} LIMIT ?
+            ) x"""
+"""How many label rows a label (prefix or exact) has, up to a bound (the value index alone)."""
+
+COUNT_RUNS = """
+            SELECT COUNT(*) FROM {runs} r
+            WHERE 1 = 1{filters}"""
+"""How many runs a filter matches (``RunQuery.count``)."""
 
 STEP_COUNTS = """
             SELECT run_id, status, COUNT(*) FROM {steps}

@@ -62,7 +62,9 @@ from ..store import (
     Reopened,
     RunPage,
     RunQuery,
+    RunStatistics,
     ScheduleRecord,
+    ServerRecord,
     SignalResult,
     StoredRun,
     StoreInfo,
@@ -87,6 +89,8 @@ from ._queries import Queries
 from ._reads import Reads
 from ._schedules import Schedules
 from ._schema import Schema
+from ._servers import ServerRows
+from ._stats import Stats
 from ._tables import Tables
 from ._timing import Timing
 from ._transactions import StoreStats, Transactions
@@ -117,6 +121,9 @@ SQL_CAPABILITIES = frozenset(
         Cap.HEARTBEAT,
         Cap.PROGRESS,
         Cap.RUN_QUERY,
+        Cap.LABEL_PREFIX,
+        Cap.STATS,
+        Cap.SERVERS,
         *SCHEDULE_CAPABILITIES,
         Cap.LEADER_ELECTION,
         Cap.QUEUE,
@@ -217,6 +224,8 @@ class SQLStore:
         self._locks = Locks(context)
         self._timing = Timing(context)
         self._admin = Admin(context)
+        self._stats = Stats(context)
+        self._servers = ServerRows(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -498,6 +507,28 @@ class SQLStore:
     def cancel_step(self, run_id: str, step: str, now: int) -> bool:
         """Cancel one unfinished step and its unfinished descendants (run row locked)."""
         return self._admin.cancel_step(run_id, step, now)
+
+    # -- statistics (Cap.STATS) ------------------------------------------------------------
+    def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:
+        """Counts by queue and status, per-queue figures, and throughput since ``since``."""
+        return self._stats.run_statistics(since=since, now=now, width=width)
+
+    # -- servers (Cap.SERVERS) ---------------------------------------------------------------
+    def record_server(self, server: ServerRecord) -> None:
+        """Insert or replace the heartbeat row of ``server.node``."""
+        self._servers.record_server(server)
+
+    def stop_server(self, node: str, at: int) -> None:
+        """Mark the row of ``node`` stopped at ``at``."""
+        self._servers.stop_server(node, at)
+
+    def list_servers(self, *, seen_since: int) -> list[ServerRecord]:
+        """Heartbeat rows seen at or after ``seen_since``, newest seen first."""
+        return self._servers.list_servers(seen_since=seen_since)
+
+    def prune_servers(self, *, before: int, limit: int) -> int:
+        """Delete up to ``limit`` rows last seen before ``before``."""
+        return self._servers.prune_servers(before=before, limit=limit)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"

@@ -28,6 +28,8 @@ TABLES = (
     "journal",
     "locks",
     "errors",
+    "run_labels",
+    "servers",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -50,6 +52,10 @@ class Tables:
     journal: str
     locks: str
     errors: str
+    run_labels: str
+    """One row per label of a run (``Cap.LABEL_PREFIX``: the label index)."""
+    servers: str
+    """One heartbeat row per client node (``Cap.SERVERS``)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -79,6 +85,8 @@ class Tables:
             journal=name("journal"),
             locks=name("locks"),
             errors=name("errors"),
+            run_labels=name("run_labels"),
+            servers=name("servers"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -88,7 +96,7 @@ class Tables:
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
         ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
-        ``{migrations}``: qualified, quoted table names;
+        ``{run_labels}``, ``{servers}``, ``{migrations}``: qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -104,6 +112,8 @@ class Tables:
             "journal": self.journal,
             "locks": self.locks,
             "errors": self.errors,
+            "run_labels": self.run_labels,
+            "servers": self.servers,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

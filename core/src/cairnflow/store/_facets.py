@@ -39,6 +39,8 @@ from ._records import (
     ScheduleRecord,
     TickRecord,
 )
+from ._servers import ServerRecord
+from ._stats import RunStatistics
 
 __all__ = [
     "ENGINE_ONLY",
@@ -53,9 +55,11 @@ __all__ = [
     "Locking",
     "QueueControl",
     "RunAdmin",
+    "RunStats",
     "RunTiming",
     "Schedules",
     "ServerClock",
+    "Servers",
     "StoreContractError",
     "StoreFacets",
     "TransactionalEnqueue",
@@ -270,6 +274,22 @@ class Journaling(Protocol):
 
 
 @runtime_checkable
+class RunStats(Protocol):
+    """``Cap.STATS``: the counts a dashboard draws, cheap enough to ask every few seconds.
+
+    Requirement: one transaction (the numbers agree with each other), every
+    statement served by an index that holds what it counts: unfinished steps
+    and runs, and runs finished at or after ``since`` (never the whole
+    history). Throughput buckets are ``width`` nanoseconds wide from ``since``
+    to ``now`` (:class:`~cairnflow.store.RunStatistics`).
+    """
+
+    def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:
+        """Counts by queue and status, per-queue figures, and throughput since ``since``."""
+        ...
+
+
+@runtime_checkable
 class RunTiming(Protocol):
     """``Cap.RESCHEDULE``, ``Cap.FORCE_RUN``, ``Cap.DUE_QUERY``: when a run starts, and when
     work falls due.
@@ -420,6 +440,35 @@ class ErrorHistory(Protocol):
         ...
 
 
+@runtime_checkable
+class Servers(Protocol):
+    """``Cap.SERVERS``: one heartbeat row per started client (:mod:`cairnflow.store._servers`).
+
+    Requirement: ``record_server`` inserts the row of its node or replaces it
+    whole (one row per node, whatever the number of writers); ``stop_server``
+    sets ``stopped_at`` on the node's row; ``list_servers`` returns the rows
+    seen (or stopped) at or after ``seen_since``, newest seen first, read by an
+    index on ``seen_at``; ``prune_servers`` deletes up to ``limit`` rows seen
+    before ``before``.
+    """
+
+    def record_server(self, server: ServerRecord) -> None:
+        """Insert or replace the row of ``server.node``."""
+        ...
+
+    def stop_server(self, node: str, at: int) -> None:
+        """Mark the row of ``node`` stopped at ``at`` (nothing if there is none)."""
+        ...
+
+    def list_servers(self, *, seen_since: int) -> list[ServerRecord]:
+        """Rows seen at or after ``seen_since``, newest seen first."""
+        ...
+
+    def prune_servers(self, *, before: int, limit: int) -> int:
+        """Delete up to ``limit`` rows last seen before ``before``; return how many went."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -478,6 +527,12 @@ KERNEL = Facet(
             Cap.SNOOZE,
             Cap.HEARTBEAT,
             Cap.RUN_QUERY,
+            # A promise of list_runs: RunQuery.label_prefix honoured, from an index of labels
+            # (not a walk of every run). A promise of an operation every store has, not a facet
+            # of its own: nothing else is needed to serve it, and a store whose runs keep their
+            # labels only as a blob can still list runs without it (the client refuses
+            # label_prefix= on a store that does not declare it).
+            Cap.LABEL_PREFIX,
             Cap.PAYLOAD_LIMIT,
             # Promises of claim and create_runs: ClaimRequest.queues (with each queue's
             # global_limit) and NewRun.queue honoured.
@@ -563,6 +618,13 @@ FACETS: tuple[Facet, ...] = (
         frozenset({Cap.RETRY_RUN, Cap.JOB_RETRY, Cap.DELETE_RUN, Cap.CANCEL_ALL, Cap.CANCEL_STEP}),
     ),
     Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
+    Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
+    Facet(
+        "servers",
+        Servers,
+        ("record_server", "stop_server", "list_servers", "prune_servers"),
+        frozenset({Cap.SERVERS}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -664,6 +726,8 @@ class StoreFacets:
     admin: RunAdmin | None = None
     """The ``RunAdmin`` facet, when the store declares any capability it carries."""
     errors: ErrorHistory | None = None
+    stats: RunStats | None = None
+    servers: Servers | None = None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -700,6 +764,8 @@ class StoreFacets:
             errors=(
                 store if Cap.ERROR_HISTORY in caps and isinstance(store, ErrorHistory) else None
             ),
+            stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
+            servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,
         )
 
 

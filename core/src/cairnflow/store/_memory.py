@@ -36,8 +36,10 @@ from ._facets import (
     Locking,
     QueueControl,
     RunAdmin,
+    RunStats,
     RunTiming,
     Schedules,
+    Servers,
     facet_capabilities,
 )
 from ._landed import landed
@@ -45,8 +47,11 @@ from ._memory_admin import MemoryAdmin
 from ._memory_errors import MemoryErrors
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
+from ._memory_servers import MemoryServers
 from ._memory_state import MemoryState
+from ._memory_stats import MemoryStats
 from ._memory_timing import MemoryTiming
+from ._query import run_matches
 from ._records import (
     ACTIVE,
     AdvanceResult,
@@ -72,6 +77,8 @@ from ._records import (
     StoreInfo,
     Succeeded,
     WaitFor,
+    cursor_position,
+    run_cursor,
 )
 
 __all__ = ["MemoryStore"]
@@ -127,7 +134,14 @@ class _Run:
 
 
 class MemoryStore(
-    MemoryErrors, MemoryState, MemorySchedules, MemoryPauses, MemoryTiming, MemoryAdmin
+    MemoryErrors,
+    MemoryState,
+    MemorySchedules,
+    MemoryServers,
+    MemoryPauses,
+    MemoryStats,
+    MemoryTiming,
+    MemoryAdmin,
 ):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
@@ -142,6 +156,8 @@ class MemoryStore(
             RunTiming,
             RunAdmin,
             ErrorHistory,
+            RunStats,
+            Servers,
         )
         | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
     )
@@ -634,21 +650,33 @@ class MemoryStore(
             return None if run is None else self._snapshot(run)
 
     def list_runs(self, query: RunQuery) -> RunPage:
-        """Newest first; the cursor is the sequence number of the last run shown."""
-        after = int(query.cursor) if query.cursor else None
+        """Newest first; the cursor holds the sequence number of the last run shown.
+
+        Every run is matched in Python (:func:`run_matches`): an in-process store
+        holds few enough runs that a walk costs less than keeping indexes.
+        """
+        before = cursor_position(query.cursor) if query.cursor is not None else None
         with self._lock:
-            chosen: list[_Run] = []
+            chosen: list[tuple[_Run, Counter[StepStatus]]] = []
+            total = 0
             for run in sorted(self._runs.values(), key=lambda r: r.seq, reverse=True):
-                if after is not None and run.seq >= after:
+                counts = Counter(s.status for s in run.steps.values())
+                if not run_matches(
+                    query,
+                    workflow=run.workflow,
+                    queue=run.queue,
+                    state=run.state,
+                    run_at=run.run_at,
+                    labels=run.labels,
+                    created_at=run.created_at,
+                    finished_at=run.finished_at,
+                    step_counts=counts,
+                ):
                     continue
-                if query.workflow is not None and run.workflow != query.workflow:
-                    continue
-                if query.states is not None and run.state not in query.states:
-                    continue
-                if any(run.labels.get(k) != v for k, v in query.labels.items()):
-                    continue
-                chosen.append(run)
-                if len(chosen) > query.limit:
+                total += 1
+                if (before is None or run.seq < before) and len(chosen) <= query.limit:
+                    chosen.append((run, counts))
+                elif not query.count and len(chosen) > query.limit:
                     break
             more = len(chosen) > query.limit
             page = chosen[: query.limit]
@@ -664,12 +692,12 @@ class MemoryStore(
                     run_at=r.run_at,
                     finished_at=r.finished_at,
                     error=r.error,
-                    step_counts=Counter(s.status for s in r.steps.values()),
+                    step_counts=counts,
                 )
-                for r in page
+                for r, counts in page
             )
-            cursor = str(page[-1].seq) if more and page else None
-            return RunPage(summaries, cursor)
+            cursor = run_cursor(page[-1][0].seq) if more and page else None
+            return RunPage(summaries, cursor, total if query.count else None)
 
     def _snapshot(self, run: _Run) -> StoredRun:
         return StoredRun(
