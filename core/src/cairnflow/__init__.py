@@ -63,7 +63,7 @@ from .notify import LocalNotifier, Notifier
 from .retry import NO_RETRY, Backoff, RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, Window
 from .store import MemoryStore, SignalResult, Store
-from .workflow import DEFAULT_QUEUE, Sleep, Step, Wait, Workflow
+from .workflow import DEFAULT_QUEUE, Concurrency, Sleep, Step, Wait, Workflow
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -76,6 +76,7 @@ __all__ = [
     "Cap",
     "Client",
     "Codec",
+    "Concurrency",
     "DriverError",
     "DuplicateRun",
     "Elector",

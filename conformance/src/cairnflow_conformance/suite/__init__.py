@@ -31,6 +31,7 @@ from .enqueue import (
     RetriedEnqueueTests,
 )
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
+from .keys import ConcurrencyKeyTests, FifoKeyTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
 from .processes import MultiProcessTests
@@ -73,6 +74,8 @@ class ConformanceSuite(
     ScheduleTests,
     QueueTests,
     GlobalLimitTests,
+    ConcurrencyKeyTests,
+    FifoKeyTests,
     PauseTests,
     RefusalTests,
 ):

@@ -34,6 +34,7 @@ from typing import Any
 from .._errors import CairnError, DuplicateRun
 from ..store import NewRun, NewStep, landed
 from ._dialect import Cursor
+from ._keys import Keys
 from ._parts import Context, Part, chunks
 from ._rows import ExistingRun, to_text
 from ._transactions import UniqueViolation
@@ -42,8 +43,9 @@ __all__ = ["Enqueue", "EnqueueRows"]
 
 log = logging.getLogger("cairnflow.sql")
 
-EnqueueRows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]]
-"""Run ids, run rows and step rows of one enqueue (:meth:`Enqueue.prepare`)."""
+EnqueueRows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[str, bool]]]
+"""Run ids, run rows, step rows and concurrency keys ``(name, fifo)`` of one enqueue
+(:meth:`Enqueue.prepare`)."""
 
 _StepShape = tuple[str, str, int, str, str, int]
 """What a step row takes from its workflow: name, kind, position, parents and children as
@@ -65,6 +67,7 @@ class Enqueue(Part):
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
+        self._keys = Keys(context)
         self._shapes: dict[int, tuple[tuple[NewStep, ...], tuple[_StepShape, ...]]] = {}
 
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
@@ -120,6 +123,7 @@ class Enqueue(Part):
         run_ids = [new.id for new in runs]
         run_rows = []
         step_rows = []
+        keys: list[tuple[str, bool]] = []
         for new in runs:
             run_id, workflow, queue, priority = new.id, new.workflow, new.queue, new.priority
             run_at = new.run_at
@@ -137,13 +141,17 @@ class Enqueue(Part):
                     len(new.steps),
                     new.created_at,
                     run_at,
+                    new.fifo_key,
                 )
             )
             root_status = "ready" if run_at <= new.created_at else "scheduled"
-            for step_id, (name, kind, position, parents, children, parents_left) in zip(
-                new.step_ids, self._shape(new.steps), strict=True
+            step_keys = new.keys or (None,) * len(new.steps)
+            for step_id, (name, kind, position, parents, children, parents_left), key in zip(
+                new.step_ids, self._shape(new.steps), step_keys, strict=True
             ):
                 root = not parents_left
+                if key is not None:
+                    keys.append((key.name, key.fifo))
                 step_rows.append(
                     (
                         step_id,
@@ -159,9 +167,11 @@ class Enqueue(Part):
                         parents_left,
                         root_status if root else "blocked",
                         run_at if root else None,
+                        None if key is None else key.name,
+                        None if key is None else key.limit,
                     )
                 )
-        return run_ids, run_rows, step_rows
+        return run_ids, run_rows, step_rows, keys
 
     def _shape(self, steps: tuple[NewStep, ...]) -> tuple[_StepShape, ...]:
         """What the step rows of every run of a workflow share, made once per workflow.
@@ -213,13 +223,15 @@ class Enqueue(Part):
         for it. ``fire_ticks`` creates a schedule's runs through here, in its own
         transaction.
         """
-        run_ids, run_rows, step_rows = rows
+        run_ids, run_rows, step_rows, keys = rows
         # Each statement is checked against the server's statement limit before it is
         # sent: an oversized payload refuses the whole enqueue, and nothing is written.
         # A batch goes out as few statements as the dialect makes (Dialect.batch_insert).
         q, tx = self._q, self._tx
         tx.insert_many(cur, q.insert_runs, run_rows)
         tx.insert_many(cur, q.insert_steps, step_rows)
+        # Last, in name order: a key row is the last lock a transaction takes (._keys).
+        self._keys.create(cur, keys)
         return run_ids
 
     def landed(self, runs: Sequence[NewRun]) -> list[str] | None:

@@ -297,6 +297,10 @@ KERNEL = Facet(
             Cap.QUEUE,
             Cap.QUEUE_OVERRIDE,
             Cap.QUEUE_LIMIT_GLOBAL,
+            # Promises of claim, create_runs and every write that ends a lease:
+            # NewRun.keys and ClaimRequest.keys honoured (docs/claim.md, 4).
+            Cap.CONCURRENCY_KEY,
+            Cap.KEY_FIFO,
         }
     ),
 )

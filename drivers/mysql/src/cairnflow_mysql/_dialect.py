@@ -23,13 +23,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import pymysql
 
 from cairnflow import CairnError
-from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass, StatementLimit
+from cairnflow.sql import (
+    ClaimedRow,
+    ClaimPlan,
+    Cursor,
+    Dialect,
+    ErrorClass,
+    Statement,
+    StatementLimit,
+)
 
 from ._errors import classify_mysql_error
 from ._server import ServerVersion
@@ -78,6 +86,7 @@ class MySQLDialect(Dialect):
     quote_char = "`"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    keep_existing = " ON DUPLICATE KEY UPDATE running = running"
     # A batch of outcomes locks its runs with a SELECT ... FOR UPDATE of the runs table alone,
     # by their unique id index, in id order. MariaDB cannot lock only one table of a join (no
     # FOR UPDATE OF); MySQL 8 can, but InnoDB locks rows as the join reads them, not in the
@@ -181,6 +190,22 @@ class MySQLDialect(Dialect):
         if not locked:
             return []
         return self.lease_ids(cursor, plan, locked)
+
+    def lock_candidates(
+        self, cursor: Cursor, ready: Statement, still_ready: Callable[[Sequence[str]], Statement]
+    ) -> list[ClaimedRow]:
+        """A keyed claim's candidates, locked as :meth:`claim` locks its own (see there)."""
+        if self.sorts_claims_in_index:
+            return super().lock_candidates(cursor, ready, still_ready)
+        sql, params = ready
+        cursor.execute(self.sql(sql), params)
+        rows = list(cursor.fetchall())
+        if not rows:
+            return []
+        sql, params = still_ready([row[0] for row in rows])
+        cursor.execute(self.sql(sql), params)
+        locked = {row[0] for row in cursor.fetchall()}
+        return [row for row in rows if row[0] in locked]
 
     def application_connection(self, tx: Any) -> pymysql.connections.Connection[Any]:
         """The application's PyMySQL connection, if the runs can be written atomically on it.
