@@ -33,6 +33,7 @@ MIGRATIONS = [
     "004_queues",
     "005_pauses",
     "006_limits",
+    "007_keys",
 ]
 
 
@@ -161,7 +162,7 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits are",
+        match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_keys are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -176,7 +177,7 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits are",
+        match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_keys are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]

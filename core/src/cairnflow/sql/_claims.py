@@ -98,11 +98,11 @@ class Claims(Part):
             self.keys.release(cur, released)
             return lambda: []
         if request.keys:
-            leased = self._send_keyed(counting, request, asks, room, claimed, released)
+            leased = self._send_keyed(cur, request, asks, room, claimed, released)
             if _faults.plan is not None:
                 _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
             return lambda: self._claimed(cur, secret, leased)
-        self.keys.release(counting, released)  # after the limiters: key rows are locked last
+        self.keys.release(cur, released)  # after the limiters: key rows are locked last
 
         def send_queue(ask: QueueClaim, left: int) -> Callable[[], list[ClaimedRow]]:
             limit = left if ask.limit is None else min(ask.limit, left)
@@ -143,6 +143,7 @@ class Claims(Part):
         ready, never leased and handed back.
         """
         q = self._q
+        counting = CountingCursor(cur, self._tx.stats)  # what the dialect sends, counted
         workflows = sorted(request.workflows)
         candidates: list[KeyCandidate] = []
         for ask in asks:
@@ -150,14 +151,14 @@ class Claims(Part):
             if ask.name in room:
                 limit = min(limit, room[ask.name])
             ready = q.ready_keyed(workflows=workflows, queue=ask.name, limit=limit)
-            rows = self._dialect.lock_candidates(cur, ready, q.still_ready)
+            rows = self._dialect.lock_candidates(counting, ready, q.still_ready)
             candidates.extend(map(KeyCandidate.from_row, rows))
         admitted = self.keys.admit(cur, candidates, released, limit=request.limit)
         if not admitted:
             return []
         leased = [c.id for c in candidates if c.id in admitted]
         plan = q.claim_plan(workflows=workflows, queue=asks[0].name, limit=0, claimed=claimed)
-        return self._dialect.lease_ids(cur, plan, leased)
+        return self._dialect.lease_ids(counting, plan, leased)
 
     def _claimed(
         self, cur: Cursor, secret: str, rows: Sequence[ClaimedRow]

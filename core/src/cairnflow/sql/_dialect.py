@@ -363,5 +363,10 @@ class Dialect:
         """Open the transaction one migration file runs in."""
         self.begin(cursor, write=True)
 
+    def run_migration_statement(self, cursor: Cursor, statement: str) -> None:
+        """Run one statement of a migration file (an engine whose DDL commits on its own may
+        take a statement found applied already as done: MySQL)."""
+        cursor.execute(statement)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

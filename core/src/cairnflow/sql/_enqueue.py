@@ -141,17 +141,13 @@ class Enqueue(Part):
                     len(new.steps),
                     new.created_at,
                     run_at,
-                    new.fifo_key,
                 )
             )
             root_status = "ready" if run_at <= new.created_at else "scheduled"
-            step_keys = new.keys or (None,) * len(new.steps)
-            for step_id, (name, kind, position, parents, children, parents_left), key in zip(
-                new.step_ids, self._shape(new.steps), step_keys, strict=True
+            for step_id, (name, kind, position, parents, children, parents_left) in zip(
+                new.step_ids, self._shape(new.steps), strict=True
             ):
                 root = not parents_left
-                if key is not None:
-                    keys.append((key.name, key.fifo))
                 step_rows.append(
                     (
                         step_id,
@@ -167,11 +163,34 @@ class Enqueue(Part):
                         parents_left,
                         root_status if root else "blocked",
                         run_at if root else None,
-                        None if key is None else key.name,
-                        None if key is None else key.limit,
                     )
                 )
+        if any(new.keys for new in runs):
+            self._add_keys(runs, run_rows, step_rows, keys)
         return run_ids, run_rows, step_rows, keys
+
+    @staticmethod
+    def _add_keys(
+        runs: Sequence[NewRun],
+        run_rows: list[tuple[Any, ...]],
+        step_rows: list[tuple[Any, ...]],
+        keys: list[tuple[str, bool]],
+    ) -> None:
+        """Give every row of an enqueue with concurrency keys its key columns (#16).
+
+        Only such an enqueue writes them (:meth:`insert` then sends the keyed
+        statements); one without keys writes the rows it always did.
+        """
+        steps = iter(range(len(step_rows)))
+        for index, new in enumerate(runs):
+            run_rows[index] = (*run_rows[index], new.fifo_key)
+            for key in new.keys or (None,) * len(new.steps):
+                at = next(steps)
+                if key is None:
+                    step_rows[at] = (*step_rows[at], None, None)
+                else:
+                    step_rows[at] = (*step_rows[at], key.name, key.limit)
+                    keys.append((key.name, key.fifo))
 
     def _shape(self, steps: tuple[NewStep, ...]) -> tuple[_StepShape, ...]:
         """What the step rows of every run of a workflow share, made once per workflow.
@@ -228,8 +247,12 @@ class Enqueue(Part):
         # sent: an oversized payload refuses the whole enqueue, and nothing is written.
         # A batch goes out as few statements as the dialect makes (Dialect.batch_insert).
         q, tx = self._q, self._tx
-        tx.insert_many(cur, q.insert_runs, run_rows)
-        tx.insert_many(cur, q.insert_steps, step_rows)
+        if not keys:
+            tx.insert_many(cur, q.insert_runs, run_rows)
+            tx.insert_many(cur, q.insert_steps, step_rows)
+            return run_ids
+        tx.insert_many(cur, q.insert_runs_keyed, run_rows)
+        tx.insert_many(cur, q.insert_steps_keyed, step_rows)
         # Last, in name order: a key row is the last lock a transaction takes (._keys).
         self._keys.create(cur, keys)
         return run_ids

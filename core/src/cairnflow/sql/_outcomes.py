@@ -202,7 +202,7 @@ class Outcomes(Part):
                 row for chunk in step_chunks for row in self._execute(cur, *read(chunk)).fetchall()
             ]
         found: dict[str, FinishingStep] = {}
-        for step in map(FinishingStep.from_row, rows):
+        for step in (FinishingStep.from_row(row, joined=joined) for row in rows):
             found[step.id] = step
             if step.steps_left is not None:
                 tally.left[step.run_id] = step.steps_left

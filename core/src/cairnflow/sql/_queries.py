@@ -77,6 +77,22 @@ class Queries:
             (("attempt", "0"), ("failures", "0"), ("reclaims", "0")),
             self.insert_step,
         )
+        run_keyed = (*s.NEW_RUN_VALUES, *s.RUN_KEY_VALUES)
+        self.insert_runs_keyed = BatchInsert(
+            tables.runs,
+            tuple(column for column, _ in run_keyed),
+            tuple(kind for _, kind in run_keyed),
+            (("state", "'active'"),),
+            r(s.INSERT_RUN_KEYED),
+        )
+        step_keyed = (*s.NEW_STEP_VALUES, *s.STEP_KEY_VALUES)
+        self.insert_steps_keyed = BatchInsert(
+            tables.steps,
+            tuple(column for column, _ in step_keyed),
+            tuple(kind for _, kind in step_keyed),
+            (("attempt", "0"), ("failures", "0"), ("reclaims", "0")),
+            r(s.INSERT_STEP_KEYED),
+        )
         self._holder_of_key = r(s.HOLDER_OF_KEY)
         self._runs_named = r(s.RUNS_NAMED)
         # -- claiming

@@ -170,21 +170,21 @@ class FinishingStep(NamedTuple):
     id: str
     run_id: str
     children: list[str]
+    steps_left: int | None
     key: str | None
     """The step's concurrency key: the lease this outcome ends releases it."""
-    steps_left: int | None
 
     @classmethod
-    def from_row(cls, row: Sequence[Any]) -> FinishingStep:
-        """Convert a row of either statement (the join has one more column)."""
-        steps_left: int | None = None
-        if len(row) == 4:
-            step_id, run_id, children, key = row
-        else:
-            step_id, run_id, children, key, left = row
-            steps_left = int(left)
+    def from_row(cls, row: Sequence[Any], *, joined: bool) -> FinishingStep:
+        """Convert a row of ``steps_of``, or of ``steps_with_runs`` (``joined``: its run's
+        steps left before the key). The key is the last column, absent in a schema before
+        concurrency keys (a test's older release)."""
+        step_id, run_id, children = row[:3]
+        steps_left = int(row[3]) if joined else None
+        at = 4 if joined else 3
+        key = row[at] if len(row) > at else None
         return _new(cls, (
-            to_text(step_id), to_text(run_id), to_json(children), _optional_text(key), steps_left
+            to_text(step_id), to_text(run_id), to_json(children), steps_left, _optional_text(key)
         ))  # fmt: skip
 
 
@@ -258,7 +258,8 @@ class ExpiredStep(NamedTuple):
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ExpiredStep:
         """Convert an ``expired`` row."""
-        step_id, run_id, workflow, name, attempt, failures, reclaims, lease_token, key = row
+        step_id, run_id, workflow, name, attempt, failures, reclaims, lease_token = row[:8]
+        key = row[8] if len(row) > 8 else None  # absent before concurrency keys (see above)
         return _new(cls, (
             to_text(step_id), to_text(run_id), to_text(workflow), to_text(name), int(attempt),
             int(failures), int(reclaims), _optional_text(lease_token), _optional_text(key),

@@ -109,8 +109,8 @@ def render(template: str, values: dict[str, Any]) -> str:
 INSERT_RUN = """
             INSERT INTO {runs}
                 (id, workflow, queue, priority, state, payload, idem_key, active_key, labels,
-                 steps_left, created_at, run_at, fifo_key)
-            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?)"""
+                 steps_left, created_at, run_at)
+            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)"""
 """One new run (``executemany``: every run of an enqueue in one statement)."""
 
 NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
@@ -125,7 +125,6 @@ NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
     ("steps_left", "int"),
     ("created_at", "int"),
     ("run_at", "int"),
-    ("fifo_key", "text"),
 )
 """The values of a run row, in the order :data:`INSERT_RUN` takes them, and their kinds
 (:class:`~cairnflow.sql.BatchInsert`); ``state`` is ``'active'`` in every new run."""
@@ -133,9 +132,8 @@ NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
 INSERT_STEP = """
             INSERT INTO {steps}
                 (id, run_id, workflow, queue, priority, name, kind, position, parents, children,
-                 parents_left, status, due_at, concurrency_key, key_limit, attempt, failures,
-                 reclaims)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
+                 parents_left, status, due_at, attempt, failures, reclaims)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
 """One new step (``executemany``, like the runs)."""
 
 NEW_STEP_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
@@ -152,11 +150,35 @@ NEW_STEP_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
     ("parents_left", "int"),
     ("status", "text"),
     ("due_at", "int"),
-    ("concurrency_key", "text"),
-    ("key_limit", "int"),
 )
 """The values of a step row, in the order :data:`INSERT_STEP` takes them; ``attempt``,
 ``failures`` and ``reclaims`` are 0 in every new step."""
+
+# An enqueue with concurrency keys (#16) writes the same rows and these columns after them;
+# one without writes none of them (INSERT_RUN, INSERT_STEP as they were).
+INSERT_RUN_KEYED = """
+            INSERT INTO {runs}
+                (id, workflow, queue, priority, state, payload, idem_key, active_key, labels,
+                 steps_left, created_at, run_at, fifo_key)
+            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?)"""
+"""A new run of an enqueue with keys: and its fifo key (``Cap.KEY_FIFO``), or NULL."""
+
+RUN_KEY_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (("fifo_key", "text"),)
+"""What :data:`INSERT_RUN_KEYED` takes after :data:`NEW_RUN_VALUES`."""
+
+INSERT_STEP_KEYED = """
+            INSERT INTO {steps}
+                (id, run_id, workflow, queue, priority, name, kind, position, parents, children,
+                 parents_left, status, due_at, concurrency_key, key_limit, attempt, failures,
+                 reclaims)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
+"""A new step of an enqueue with keys: and its concurrency key and the key's limit, or NULL."""
+
+STEP_KEY_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
+    ("concurrency_key", "text"),
+    ("key_limit", "int"),
+)
+"""What :data:`INSERT_STEP_KEYED` takes after :data:`NEW_STEP_VALUES`."""
 
 HOLDER_OF_KEY = """
             SELECT id, active_key FROM {runs}
@@ -279,7 +301,7 @@ STEPS_OF = "SELECT id, run_id, children, concurrency_key FROM {steps} WHERE id I
 """The runs and children of a batch's steps (their runs are then locked by ``LOCK_RUNS``)."""
 
 STEPS_WITH_RUNS = """
-            SELECT s.id, s.run_id, s.children, s.concurrency_key, r.steps_left
+            SELECT s.id, s.run_id, s.children, r.steps_left, s.concurrency_key
             FROM {steps} s JOIN {runs} r ON r.id = s.run_id
             WHERE s.id IN ({ids})
             ORDER BY r.id{lock_runs_joined}"""

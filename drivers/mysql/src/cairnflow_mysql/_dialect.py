@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -69,6 +70,10 @@ def packet_limit(server: ServerVersion, max_allowed_packet: int) -> StatementLim
     """
     product = "MariaDB" if server.flavor == "mariadb" else "MySQL"
     return StatementLimit(max_allowed_packet, f"{product}'s max_allowed_packet", expansion=4)
+
+
+_APPLIED_ALREADY = frozenset({1060, 1061})
+"""ER_DUP_FIELDNAME, ER_DUP_KEYNAME: an ``ALTER TABLE ... ADD`` that ran before."""
 
 
 class MySQLDialect(Dialect):
@@ -206,6 +211,25 @@ class MySQLDialect(Dialect):
         cursor.execute(self.sql(sql), params)
         locked = {row[0] for row in cursor.fetchall()}
         return [row for row in rows if row[0] in locked]
+
+    def run_migration_statement(self, cursor: Cursor, statement: str) -> None:
+        """Run a migration's statement; an ``ALTER TABLE ... ADD COLUMN`` found applied is done.
+
+        DDL commits on its own, so a migrator can die after a statement and before
+        its ledger row, and MySQL 8 has no ``ADD COLUMN IF NOT EXISTS``. One
+        ``ALTER TABLE`` is atomic (all its columns and indexes, or none), so when
+        it is refused because its first column exists (1060) or its index does
+        (1061), an earlier run of it applied all of it.
+        """
+        try:
+            cursor.execute(statement)
+        except pymysql.err.MySQLError as error:
+            code = error.args[0] if error.args else None
+            ddl = re.sub(r"--[^\n]*", "", statement).strip().upper()  # the file's comments
+            if code in _APPLIED_ALREADY and ddl.startswith("ALTER TABLE") and "ADD COLUMN" in ddl:
+                log.info("a migration statement was applied already: %s", error)
+                return
+            raise
 
     def application_connection(self, tx: Any) -> pymysql.connections.Connection[Any]:
         """The application's PyMySQL connection, if the runs can be written atomically on it.
