@@ -229,18 +229,26 @@ def w2_queues(
     ``variant`` "3 queues": the runs spread over three queues the client serves from one
     pool, beside a fourth it serves that is paused and holds ``paused`` ready runs (the
     claims must neither run nor walk them). "global limit": plain W2's one queue with a
-    global limit of ``workers`` (limit = total workers: it should not throttle).
+    global limit of ``workers`` (limit = total workers: it should not throttle). "concurrency
+    keys": plain W2's one queue, every run under a key of its own with a limit of 1 (#16:
+    the keyed claim, one key row created, locked and moved per run).
     Completions are counted from the store; the paused runs must be untouched.
     """
+    keyed = variant == "concurrency keys"
     if variant == "3 queues":
         names = ["bench-q1", "bench-q2", "bench-q3"]
         queues = [cf.QueueConfig(name) for name in [*names, PAUSED_QUEUE]]
+    elif keyed:  # every run under its own key of limit 1 (many distinct keys: #16)
+        names = ["default"]
+        queues = [cf.QueueConfig("default")]
     elif variant == "global limit":
         names = ["default"]
         queues = [cf.QueueConfig("default", limit=workers)]
     else:
         raise ValueError(f"unknown W2 variant {variant!r}")
     flows = [_apps.noop_on(name) for name in names] + [_apps.noop_on(PAUSED_QUEUE)]
+    if keyed:
+        flows = [_apps.keyed(), _apps.noop_on(PAUSED_QUEUE)]
     with namespace(engine) as (prefix, store):
         setup = cf.Client(store)
         setup.register(*flows)
@@ -251,7 +259,12 @@ def w2_queues(
                 setup.enqueue_many(cf.Job(f"noop-{PAUSED_QUEUE}") for _ in range(count))
         for start in range(0, runs, 1000):  # the queues' runs interleaved, as they arrive
             count = min(1000, runs - start)
-            setup.enqueue_many(cf.Job(f"noop-{names[i % len(names)]}") for i in range(count))
+            if keyed:
+                setup.enqueue_many(cf.Job("noop-keyed", start + i) for i in range(count))
+            else:
+                setup.enqueue_many(
+                    cf.Job(f"noop-{names[i % len(names)]}") for i in range(count)
+                )
         before = store.stats.snapshot()
         with cf.Client(
             store, workers=workers, queues=queues, poll_interval=0.5, lease=30

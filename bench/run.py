@@ -74,8 +74,10 @@ def run_engine(
         if name == "x1":
             plain = w2
     # The claim's clauses (docs/claim.md), each beside the plain W2 of this run: three queues
-    # from one pool with a paused queue of ready runs, and a global limit of the workers.
-    for variant, paused in (("3 queues", sizes["paused"]), ("global limit", 0)):
+    # from one pool with a paused queue of ready runs, a global limit of the workers, and a
+    # concurrency key of limit 1 on every run (as many keys as runs).
+    variants = (("3 queues", sizes["paused"]), ("global limit", 0), ("concurrency keys", 0))
+    for variant, paused in variants:
         w2q = _workloads.w2_queues(engine, runs=sizes["w2"], variant=variant, paused=paused)
         w2q["ratio_to_batched_baseline"] = w2q["runs_per_s"] / base["claim_complete_batched_per_s"]
         w2q["ratio_to_plain_w2"] = w2q["runs_per_s"] / plain["runs_per_s"]

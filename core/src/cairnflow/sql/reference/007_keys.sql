@@ -4,14 +4,15 @@
 -- +1 in the transaction that claims, -1 in the one that ends the lease (an outcome, a hand
 -- back, a reclaim, a cancel). A fifo run keeps its key in fifo_key while it is unfinished
 -- (cleared when it ends, as active_key): the oldest such run of a key is the key's head, the
--- only run whose steps the claim admits. An index lives in its table's schema.
+-- only run whose steps the claim admits. An index lives in its table's schema; an engine that
+-- adds one column per ALTER TABLE (SQLite) splits the first and the third.
 
-ALTER TABLE {steps} ADD COLUMN concurrency_key $text;
-ALTER TABLE {steps} ADD COLUMN key_limit $int;
+ALTER TABLE {steps} ADD COLUMN concurrency_key $text, ADD COLUMN key_limit $int;
 ALTER TABLE {runs} ADD COLUMN fifo_key $text;
-ALTER TABLE {limits} ADD COLUMN running $bigint NOT NULL DEFAULT 0;
-ALTER TABLE {limits} ADD COLUMN fifo $int NOT NULL DEFAULT 0;
-ALTER TABLE {limits} ADD COLUMN head $text;
+ALTER TABLE {limits}
+    ADD COLUMN running $bigint NOT NULL DEFAULT 0,   -- a key's running attempts (kind 'key')
+    ADD COLUMN fifo    $int NOT NULL DEFAULT 0,      -- 1: a fifo key (runs one after the other)
+    ADD COLUMN head    $text;                        -- a fifo key's run admitted now
 
 -- "SELECT id FROM runs WHERE fifo_key = ? ORDER BY seq LIMIT 1": the head of a fifo key, one
 -- probe of this index, which holds the unfinished runs of fifo keys only.
