@@ -145,11 +145,17 @@ def client_processes(
                 process.kill()
 
 
-def enqueue_all(store: Any, workflow: cf.Workflow, runs: int, payload: Any = None) -> None:
+def enqueue_all(
+    store: Any, workflow: cf.Workflow, runs: int, payload: Any = None, *, numbered: bool = False
+) -> None:
+    """``runs`` runs of ``workflow`` with ``payload``, or (``numbered``) each with its number."""
     client = cf.Client(store)
     client.register(workflow)
     for start in range(0, runs, 1000):
-        client.enqueue_many(cf.Job(workflow.name, payload) for _ in range(min(1000, runs - start)))
+        count = min(1000, runs - start)
+        client.enqueue_many(
+            cf.Job(workflow.name, start + i if numbered else payload) for i in range(count)
+        )
 
 
 # -- W1 ----------------------------------------------------------------------------------------------
@@ -176,22 +182,31 @@ def w1_enqueue(engine: Engine, *, single: int, batched: int, batch: int = 1000) 
 
 # -- W2 ----------------------------------------------------------------------------------------------
 def w2_drain(
-    engine: Engine, *, runs: int, clients: int, workers: int = 8, prefetch: int | None = None
+    engine: Engine,
+    *,
+    runs: int,
+    clients: int,
+    workers: int = 8,
+    prefetch: int | None = None,
+    keys: bool = False,
 ) -> dict[str, Any]:
     """Completed runs per second, first claim to last completion, from the store.
 
     ``prefetch`` (one client only): the client's claim-ahead; None is the default (as many
-    as its workers), 0 claims only for free workers.
+    as its workers), 0 claims only for free workers. ``keys`` (one client only): every run
+    under a concurrency key of its own with a limit of 1 (#16: many distinct keys, the keyed
+    claim, a key row created at enqueue and locked and moved by each claim and outcome).
     """
+    workflow = _apps.keyed() if keys else _apps.noop()
     with namespace(engine) as (prefix, store):
-        enqueue_all(store, _apps.noop(), runs)
+        enqueue_all(store, workflow, runs, numbered=keys)
         before = store.stats.snapshot()
         if clients == 1:
             counting = CountingStore(store)
             with cf.Client(
                 counting, workers=workers, poll_interval=0.5, lease=30, prefetch=prefetch
             ) as client:
-                client.register(_apps.noop())
+                client.register(workflow)
                 wait_for(engine, prefix, runs, timeout=600)
             calls = dict(counting.calls)
             after = store.stats.snapshot()
@@ -210,6 +225,7 @@ def w2_drain(
         "clients": clients,
         "workers": workers,
         "prefetch": workers if prefetch is None else prefetch,
+        "keys": keys,
         "runs_per_s": steps / seconds,
         "claim_calls_per_run": calls.get("claim", 0) / runs if calls else None,
         "calls": calls,
@@ -229,26 +245,18 @@ def w2_queues(
     ``variant`` "3 queues": the runs spread over three queues the client serves from one
     pool, beside a fourth it serves that is paused and holds ``paused`` ready runs (the
     claims must neither run nor walk them). "global limit": plain W2's one queue with a
-    global limit of ``workers`` (limit = total workers: it should not throttle). "concurrency
-    keys": plain W2's one queue, every run under a key of its own with a limit of 1 (#16:
-    the keyed claim, one key row created, locked and moved per run).
+    global limit of ``workers`` (limit = total workers: it should not throttle).
     Completions are counted from the store; the paused runs must be untouched.
     """
-    keyed = variant == "concurrency keys"
     if variant == "3 queues":
         names = ["bench-q1", "bench-q2", "bench-q3"]
         queues = [cf.QueueConfig(name) for name in [*names, PAUSED_QUEUE]]
-    elif keyed:  # every run under its own key of limit 1 (many distinct keys: #16)
-        names = ["default"]
-        queues = [cf.QueueConfig("default")]
     elif variant == "global limit":
         names = ["default"]
         queues = [cf.QueueConfig("default", limit=workers)]
     else:
         raise ValueError(f"unknown W2 variant {variant!r}")
     flows = [_apps.noop_on(name) for name in names] + [_apps.noop_on(PAUSED_QUEUE)]
-    if keyed:
-        flows = [_apps.keyed(), _apps.noop_on(PAUSED_QUEUE)]
     with namespace(engine) as (prefix, store):
         setup = cf.Client(store)
         setup.register(*flows)
@@ -259,12 +267,7 @@ def w2_queues(
                 setup.enqueue_many(cf.Job(f"noop-{PAUSED_QUEUE}") for _ in range(count))
         for start in range(0, runs, 1000):  # the queues' runs interleaved, as they arrive
             count = min(1000, runs - start)
-            if keyed:
-                setup.enqueue_many(cf.Job("noop-keyed", start + i) for i in range(count))
-            else:
-                setup.enqueue_many(
-                    cf.Job(f"noop-{names[i % len(names)]}") for i in range(count)
-                )
+            setup.enqueue_many(cf.Job(f"noop-{names[i % len(names)]}") for i in range(count))
         before = store.stats.snapshot()
         with cf.Client(
             store, workers=workers, queues=queues, poll_interval=0.5, lease=30

@@ -267,7 +267,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
             + store.dialect.skip_locked,
             q.ready_keyed(workflows=workflows, queue="default", limit=8)[1],
         ),
-        "lock_keys": q.lock_keys(["key_1", "key_2", "key_3"]),
+        "lock_key": (q.lock_key, ("key_1",)),
         "move_key": (q.move_key, (1, "key_1")),
         "set_head": (q.set_head, (hot_run, "key_1")),
         "head_unfinished": (q.head_unfinished, (hot_run, "key_1")),
@@ -330,7 +330,7 @@ def test_no_hot_path_query_scans_a_whole_table(
     # A keyed claim reads the ready index as the plain one, and the keys by primary key.
     assert f"{prefix}steps_ready" in indexes["claim, keyed"], indexes["claim, keyed"]
     assert f"{prefix}limits_pkey" in indexes["claim, keyed"], indexes["claim, keyed"]
-    for name in ("lock_keys", "move_key", "set_head"):
+    for name in ("lock_key", "move_key", "set_head"):
         assert f"{prefix}limits_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}runs_fifo" in indexes["fifo_head"], indexes["fifo_head"]
 

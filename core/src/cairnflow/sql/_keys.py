@@ -25,7 +25,7 @@ one after the other.
 
 Lock order. A key row is always the last lock a transaction takes: after run
 rows, step rows and queue limiters; and key rows are locked in name order, all
-at once (one ``SELECT ... ORDER BY name FOR UPDATE``). An outcome batch that
+at once (one ``SELECT ... FOR UPDATE`` each, by primary key). An outcome batch that
 also claims hands its releases to the claim, which locks the union of both in
 name order: two committers never wait on each other's keys crosswise.
 
@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from ._dialect import Cursor
-from ._parts import Part, chunks
+from ._parts import Part
 from ._rows import KeyCandidate, KeyRow, to_text
 
 __all__ = ["Keys"]
@@ -85,9 +85,10 @@ class Keys(Part):
             return {c.id for c in candidates[:limit]}
         q = self._q
         rows: dict[str, KeyRow] = {}
-        for chunk in chunks(names):  # ascending chunks of ascending names: one lock order
-            for locked in map(KeyRow.from_row, self._execute(cur, *q.lock_keys(chunk)).fetchall()):
-                rows[locked.name] = locked
+        for name in names:  # ascending: one lock order
+            found = self._execute(cur, q.lock_key, (name,)).fetchone()
+            if found is not None:
+                rows[name] = KeyRow.from_row(found)
         missing = [
             name for name in names if name not in rows and any(c.key == name for c in candidates)
         ]
@@ -103,12 +104,12 @@ class Keys(Part):
             if key is None:
                 admitted.add(candidate.id)
                 continue
-            found = rows.get(key)
-            if found is None:
+            row = rows.get(key)
+            if row is None:
                 continue
-            if found.fifo and heads.get(key) != candidate.run_id:
+            if row.fifo and heads.get(key) != candidate.run_id:
                 continue
-            if found.running - released.get(key, 0) + taken[key] >= candidate.limit:
+            if row.running - released.get(key, 0) + taken[key] >= candidate.limit:
                 continue
             taken[key] += 1
             admitted.add(candidate.id)

@@ -186,7 +186,7 @@ class Queries:
         # -- concurrency keys and fifo keys
         self._ready_keyed = r(s.READY_KEYED)
         self.insert_key = r(s.INSERT_KEY)
-        self._lock_keys = r(s.LOCK_KEYS)
+        self.lock_key = r(s.LOCK_KEY)
         self.move_key = r(s.MOVE_KEY)
         self.set_head = r(s.SET_HEAD)
         self.head_unfinished = r(s.HEAD_UNFINISHED)
@@ -253,10 +253,6 @@ class Queries:
         """Lock those of ``step_ids`` still ready, skipping locked ones (a candidate's relock)."""
         sql = self._claimed_rows.format(ids=marks(len(step_ids)))
         return f"{sql} AND status = 'ready'{self.dialect.skip_locked}", tuple(step_ids)
-
-    def lock_keys(self, names: Sequence[str]) -> Statement:
-        """Lock keys' rows (``names`` sorted), in name order."""
-        return self._lock_keys.format(names=marks(len(names))), tuple(names)
 
     def keyed_steps(self, step_ids: Sequence[str]) -> Statement:
         """The keys of those of ``step_ids`` that carry one."""

@@ -673,12 +673,13 @@ INSERT_KEY = """
             VALUES ('key', ?, 0, ?){keep_existing}"""
 """Create a key's row at enqueue unless it exists (``executemany`` in name order)."""
 
-LOCK_KEYS = """
+# One statement per key, in name order: an exact primary-key lookup on every engine. (One
+# "name IN (...)" for all of them was planned on Postgres as a scan of every key row with the
+# names as a filter, 16 ms at 2,000 keys: measured, 2026-12-01.)
+LOCK_KEY = """
             SELECT name, running, fifo, head FROM {limits}
-            WHERE kind = 'key' AND name IN ({names})
-            ORDER BY name{for_update}"""
-"""Lock keys' rows in name order (one statement: every engine locks them as it reads them in
-primary-key order); read their counts and fifo heads."""
+            WHERE kind = 'key' AND name = ?{for_update}"""
+"""Lock a key's row; read its count and fifo head."""
 
 MOVE_KEY = "UPDATE {limits} SET running = running + ? WHERE kind = 'key' AND name = ?"
 """Add a (signed) number of attempts to a key's count (``executemany``, in name order)."""
