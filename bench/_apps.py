@@ -31,6 +31,19 @@ def noop_on(queue: str) -> cf.Workflow:
     return cf.Workflow(f"noop-{queue}", queue=queue, steps=[cf.Step("only", _noop)])
 
 
+def _customer(payload: Any) -> str:
+    return f"customer-{payload}"
+
+
+def keyed() -> cf.Workflow:
+    """One no-op step under a concurrency key of limit 1 per payload (the W2 keys variant)."""
+    return cf.Workflow(
+        "noop-keyed",
+        steps=[cf.Step("only", _noop)],
+        concurrency=cf.Concurrency(key=_customer, limit=1),
+    )
+
+
 def chain3() -> cf.Workflow:
     """A chain of three steps (``bench/run_peers.py``)."""
     return cf.Workflow(

@@ -145,11 +145,17 @@ def client_processes(
                 process.kill()
 
 
-def enqueue_all(store: Any, workflow: cf.Workflow, runs: int, payload: Any = None) -> None:
+def enqueue_all(
+    store: Any, workflow: cf.Workflow, runs: int, payload: Any = None, *, numbered: bool = False
+) -> None:
+    """``runs`` runs of ``workflow`` with ``payload``, or (``numbered``) each with its number."""
     client = cf.Client(store)
     client.register(workflow)
     for start in range(0, runs, 1000):
-        client.enqueue_many(cf.Job(workflow.name, payload) for _ in range(min(1000, runs - start)))
+        count = min(1000, runs - start)
+        client.enqueue_many(
+            cf.Job(workflow.name, start + i if numbered else payload) for i in range(count)
+        )
 
 
 # -- W1 ----------------------------------------------------------------------------------------------
@@ -176,22 +182,31 @@ def w1_enqueue(engine: Engine, *, single: int, batched: int, batch: int = 1000) 
 
 # -- W2 ----------------------------------------------------------------------------------------------
 def w2_drain(
-    engine: Engine, *, runs: int, clients: int, workers: int = 8, prefetch: int | None = None
+    engine: Engine,
+    *,
+    runs: int,
+    clients: int,
+    workers: int = 8,
+    prefetch: int | None = None,
+    keys: bool = False,
 ) -> dict[str, Any]:
     """Completed runs per second, first claim to last completion, from the store.
 
     ``prefetch`` (one client only): the client's claim-ahead; None is the default (as many
-    as its workers), 0 claims only for free workers.
+    as its workers), 0 claims only for free workers. ``keys`` (one client only): every run
+    under a concurrency key of its own with a limit of 1 (#16: many distinct keys, the keyed
+    claim, a key row created at enqueue and locked and moved by each claim and outcome).
     """
+    workflow = _apps.keyed() if keys else _apps.noop()
     with namespace(engine) as (prefix, store):
-        enqueue_all(store, _apps.noop(), runs)
+        enqueue_all(store, workflow, runs, numbered=keys)
         before = store.stats.snapshot()
         if clients == 1:
             counting = CountingStore(store)
             with cf.Client(
                 counting, workers=workers, poll_interval=0.5, lease=30, prefetch=prefetch
             ) as client:
-                client.register(_apps.noop())
+                client.register(workflow)
                 wait_for(engine, prefix, runs, timeout=600)
             calls = dict(counting.calls)
             after = store.stats.snapshot()
@@ -210,6 +225,7 @@ def w2_drain(
         "clients": clients,
         "workers": workers,
         "prefetch": workers if prefetch is None else prefetch,
+        "keys": keys,
         "runs_per_s": steps / seconds,
         "claim_calls_per_run": calls.get("claim", 0) / runs if calls else None,
         "calls": calls,

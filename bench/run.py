@@ -84,6 +84,13 @@ def run_engine(
         w2q["ratio_to_plain_w2"] = w2q["runs_per_s"] / plain["runs_per_s"]
         w2q["plain_statements_per_run"] = plain["statements_per_run"]
         emit({"engine": engine.name, "workload": f"W2q {variant}", **w2q}, out)
+    # Plain W2 with a concurrency key of limit 1 on every run (as many keys as runs, #16):
+    # the keyed claim, beside the plain W2 of this run (docs/claim.md, 4).
+    w2k = _workloads.w2_drain(engine, runs=sizes["w2"], clients=1, keys=True)
+    w2k["ratio_to_batched_baseline"] = w2k["runs_per_s"] / base["claim_complete_batched_per_s"]
+    w2k["ratio_to_plain_w2"] = w2k["runs_per_s"] / plain["runs_per_s"]
+    w2k["plain_statements_per_run"] = plain["statements_per_run"]
+    emit({"engine": engine.name, "workload": "W2k concurrency keys", **w2k}, out)
     w1 = _workloads.w1_enqueue(engine, single=sizes["w1_single"], batched=sizes["w1_batched"])
     w1["ratio_single"] = w1["enqueue_single_per_s"] / base["enqueue_single_per_s"]
     w1["ratio_many"] = w1["enqueue_many_per_s"] / base["enqueue_batched_per_s"]
@@ -138,6 +145,15 @@ def table(records: list[dict[str, Any]]) -> Table:
                 name,
                 f"{r['enqueue_single_per_s']:.0f}/s single, {r['enqueue_many_per_s']:.0f}/s many",
                 f"{r['ratio_single']:.2f}x, {r['ratio_many']:.2f}x",
+            )
+        elif name == "W2k concurrency keys":
+            view.add_row(
+                engine,
+                "W2 concurrency keys, one per run",
+                f"{r['runs_per_s']:.0f} runs/s ({r['ratio_to_batched_baseline']:.2f}x)",
+                f"{r['ratio_to_plain_w2']:.2f}x plain W2 (target 0.80x); "
+                f"{r['statements_per_run']:.2f} statements/run "
+                f"(plain {r['plain_statements_per_run']:.2f})",
             )
         elif name.startswith("W2q"):
             paused = f", {r['paused_ready']:,} paused ready" if r["paused_ready"] else ""

@@ -22,6 +22,9 @@ __all__ = [
     "BUDGET",
     "FANOUT",
     "HOLD",
+    "KEYED",
+    "KEYED_LIMIT",
+    "KEYED_QUEUE",
     "LIMITED",
     "LIMITED_QUEUE",
     "LOCKER",
@@ -48,6 +51,10 @@ LIMITED_QUEUE = "kit-q-limited"
 MEMO = "kit-memo"
 LOCKER = "kit-locker"
 BUDGET = "kit-budget"
+KEYED = "kit-keyed"
+KEYED_QUEUE = "kit-q-keyed"
+KEYED_LIMIT = 2
+"""At most this many attempts per key of :func:`keyed` run at once."""
 
 RELEASE = "release"
 """The flag that lets the first attempt of ``kit-hold``'s ``hold`` step return."""
@@ -188,6 +195,41 @@ def budget() -> cf.Workflow:
     return cf.Workflow(BUDGET, max_errors=2, steps=[cf.Step("flaky", flaky, retry=policy)])
 
 
+def keyed() -> cf.Workflow:
+    """:func:`limited`'s step on :data:`KEYED_QUEUE`, under the concurrency key
+    ``payload["key"]`` with a limit of :data:`KEYED_LIMIT` (``Cap.CONCURRENCY_KEY``).
+
+    Its ``span`` traces carry the key, so a test computes how many bodies of one
+    key ran at once across processes.
+    """
+
+    def work(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
+        traces = Traces.of(ctx.payload)
+        start = time.time_ns()
+        if ctx.payload.get("hold") and ctx.attempt == 1:
+            _executed(ctx, phase="started")
+            traces.wait_for_flag(RELEASE, timeout=60)
+        time.sleep(float(ctx.payload.get("work", 0.0)))
+        end = time.time_ns()
+        traces.record(
+            "span",
+            run=ctx.run_id,
+            node=ctx.node_id,
+            attempt=ctx.attempt,
+            key=ctx.payload["key"],
+            start=start,
+            end=end,
+        )
+        return {"node": ctx.node_id, "attempt": ctx.attempt}
+
+    return cf.Workflow(
+        KEYED,
+        queue=KEYED_QUEUE,
+        steps=[cf.Step("work", work)],
+        concurrency=cf.Concurrency(key=lambda payload: payload["key"], limit=KEYED_LIMIT),
+    )
+
+
 def max_overlap(spans: list[dict[str, Any]]) -> int:
     """The most ``span`` traces whose ``[start, end)`` intervals hold one instant."""
     events = sorted(
@@ -262,4 +304,14 @@ def ticker() -> cf.Workflow:
 
 def process_workflows() -> list[cf.Workflow]:
     """Fresh instances of every workflow a kit worker process runs."""
-    return [fanout(), hold(), poison(), approval(), limited(), memo(), locker(), budget()]
+    return [
+        fanout(),
+        hold(),
+        poison(),
+        approval(),
+        limited(),
+        memo(),
+        locker(),
+        budget(),
+        keyed(),
+    ]

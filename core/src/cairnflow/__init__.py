@@ -77,7 +77,7 @@ from .retry import NO_RETRY, Backoff, RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, Window
 from .state import Journal, Locks
 from .store import MemoryStore, SignalResult, Store
-from .workflow import DEFAULT_QUEUE, Sleep, Step, Wait, Workflow
+from .workflow import DEFAULT_QUEUE, Concurrency, Sleep, Step, Wait, Workflow
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -90,6 +90,7 @@ __all__ = [
     "Cap",
     "Client",
     "Codec",
+    "Concurrency",
     "DriverError",
     "DuplicateRun",
     "Elector",

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._caps import Cap
 from ._checks import check_int, check_seconds
+from ._concurrency import Concurrency
 from ._models import StepKind
 from ._names import check_name
 from ._queues import DEFAULT_QUEUE
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_QUEUE",
+    "Concurrency",
     "Sleep",
     "Step",
     "StepFn",
@@ -71,8 +73,21 @@ class Step:
         after: Iterable[Any] = (),
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        concurrency: Concurrency | None = None,
     ) -> None:
         self.name = check_name("step", name)
+        if concurrency is not None:
+            if not isinstance(concurrency, Concurrency):
+                raise TypeError(
+                    f"step {name!r}: concurrency must be a cairnflow.Concurrency, "
+                    f"got {concurrency!r}"
+                )
+            if concurrency.fifo:
+                raise ValueError(
+                    f"step {name!r}: a fifo key orders runs, so it is a workflow's "
+                    f"(Workflow(concurrency=Concurrency(..., fifo=True))), not a step's"
+                )
+        self.concurrency = concurrency
         if self.kind is StepKind.TASK:
             if fn is None or not callable(fn):
                 raise TypeError(f"step {name!r} needs a callable fn(ctx, data), got {fn!r}")
@@ -157,6 +172,11 @@ class Workflow:
     retried again (the run fails, or is discarded by the step's policy).
     ``error_history`` is how many errors of its last failed attempts each run
     keeps (None: the client's setting, 0: none).
+    ``timeout`` are the defaults for its steps. ``concurrency``
+    (:class:`~cairnflow.Concurrency`) gives every step of its runs a key computed
+    from the payload at enqueue: at most ``limit`` attempts per key run at once
+    across every client (``Cap.CONCURRENCY_KEY``); with ``fifo`` the runs sharing
+    a key run one after the other, in enqueue order (``Cap.KEY_FIFO``).
     """
 
     def __init__(
@@ -171,6 +191,7 @@ class Workflow:
         description: str | None = None,
         max_errors: int | None = None,
         error_history: int | None = None,
+        concurrency: Concurrency | None = None,
     ) -> None:
         self.name = check_name("workflow", name)
         self.max_errors = (
@@ -188,6 +209,12 @@ class Workflow:
             )
         )
         """``Cap.ERROR_HISTORY``: the errors each run keeps (None: the client's setting)."""
+        if concurrency is not None and not isinstance(concurrency, Concurrency):
+            raise TypeError(
+                f"workflow {name!r}: concurrency must be a cairnflow.Concurrency, "
+                f"got {concurrency!r}"
+            )
+        self.concurrency = concurrency
         self.queue = check_name("queue", queue)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"workflow {name!r}: retry must be a RetryPolicy, got {retry!r}")
@@ -214,6 +241,7 @@ class Workflow:
         after: Iterable[Any] = (),
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        concurrency: Concurrency | None = None,
     ) -> F: ...
 
     @overload
@@ -226,6 +254,7 @@ class Workflow:
         after: Iterable[Any] = (),
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        concurrency: Concurrency | None = None,
     ) -> Callable[[F], F]: ...
 
     def step(
@@ -237,6 +266,7 @@ class Workflow:
         after: Iterable[Any] = (),
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        concurrency: Concurrency | None = None,
     ) -> F | Callable[[F], F]:
         """Decorate ``fn(ctx, data)`` as a step; the function is returned unchanged.
 
@@ -247,7 +277,16 @@ class Workflow:
 
         def decorate(func: F) -> F:
             step_name = name if name is not None else getattr(func, "__name__", None)
-            self.add(Step(str(step_name), func, after=after, retry=retry, timeout=timeout))
+            self.add(
+                Step(
+                    str(step_name),
+                    func,
+                    after=after,
+                    retry=retry,
+                    timeout=timeout,
+                    concurrency=concurrency,
+                )
+            )
             return func
 
         if fn is not None:
@@ -432,15 +471,42 @@ class Workflow:
         """The attempt timeout that applies to a task ``step`` (None: no limit)."""
         return step.timeout if step.timeout is not None else self.timeout
 
+    def concurrency_for(self, step: Step) -> Concurrency | None:
+        """The concurrency key that applies to ``step``: its own, else the workflow's."""
+        return step.concurrency if step.concurrency is not None else self.concurrency
+
+    @property
+    def has_keys(self) -> bool:
+        """True when some step of the workflow's runs carries a concurrency key."""
+        return self.concurrency is not None or any(
+            s.concurrency is not None for s in self._steps.values()
+        )
+
+    def check_concurrency(self) -> None:
+        """Refuse a key that is not a function (``Client.start()`` asks), naming the workflow."""
+        if self.concurrency is not None:
+            self.concurrency.check(f"workflow {self.name!r}")
+        for step in self._steps.values():
+            if step.concurrency is not None:
+                step.concurrency.check(f"workflow {self.name!r}, step {step.name!r}")
+
     def required_capabilities(self) -> dict[Cap, str]:
         """The capabilities this workflow needs, each with the reason."""
         needs: dict[Cap, str] = {}
+        if self.concurrency is not None:
+            if self.concurrency.fifo:
+                needs[Cap.KEY_FIFO] = "its fifo concurrency key"
+            needs[Cap.CONCURRENCY_KEY] = "its concurrency key"
         for step in self._steps.values():
             if step.kind is StepKind.SLEEP:
                 needs.setdefault(Cap.SLEEP, f"sleep step {step.name!r}")
             elif step.kind is StepKind.WAIT:
                 needs.setdefault(Cap.SIGNAL, f"wait step {step.name!r}")
             else:
+                if step.concurrency is not None:
+                    needs.setdefault(
+                        Cap.CONCURRENCY_KEY, f"the concurrency key of step {step.name!r}"
+                    )
                 policy = self.retry_for(step)
                 if policy.retries:
                     needs.setdefault(Cap.RETRY, f"the retry policy of step {step.name!r}")

@@ -184,6 +184,26 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 CROSS JOIN generate_series(1, 20) AS k""",
                 {"now": NOW, "finished": FINISHED},
             )
+            # 1,000 concurrency keys, half of them fifo; the hot steps carry keys, and every
+            # other active run is a fifo key's: a keyed claim probes them by primary key.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.limits} (kind, name, running, fifo, head)
+                SELECT 'key', 'key_' || g, g %% 3, g %% 2,
+                    CASE WHEN g %% 2 = 1 THEN 'run_' || (%(finished)s + g %% 60 + 1) END
+                FROM generate_series(1, 1000) AS g""",
+                {"finished": FINISHED},
+            )
+            admin_conn.execute(
+                f"""
+                UPDATE {t.steps} SET concurrency_key = 'key_' || (position + 1), key_limit = 2
+                WHERE run_id IN (
+                    SELECT id FROM {t.runs} WHERE state = 'active'
+                )"""
+            )
+            admin_conn.execute(
+                f"UPDATE {t.runs} SET fifo_key = 'key_1' WHERE state = 'active' AND seq % 2 = 0"
+            )
         tables = (
             t.runs,
             t.steps,
@@ -348,6 +368,22 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "last_error": (store._errors.last_error, (hot_run,)),
         "trim_errors": (store._errors.trim_errors, (hot_run, 3)),
         "run_errors": (store._errors.run_errors_of, (hot_run,)),
+        # Concurrency keys: a keyed claim walks the ready index as the plain one, probing each
+        # row's key (and a fifo key's head run) by primary key; keys are locked and moved by
+        # their primary key, a fifo key's head found in the runs' fifo index.
+        "claim, keyed": (
+            q.ready_keyed(workflows=workflows, queue="default", limit=8)[0]
+            + store.dialect.skip_locked,
+            q.ready_keyed(workflows=workflows, queue="default", limit=8)[1],
+        ),
+        "lock_key": (q.lock_key, ("key_1",)),
+        "move_key": (q.move_key, (1, "key_1")),
+        "set_head": (q.set_head, (hot_run, "key_1")),
+        "head_unfinished": (q.head_unfinished, (hot_run, "key_1")),
+        "fifo_head": (q.fifo_head, ("key_1",)),
+        "keyed_steps": q.keyed_steps([hot_step]),
+        "lock_steps": q.lock_steps([hot_step, f"step_{FINISHED + 9}_0"]),
+        "hand_back_one": (q.hand_back_one, (NOW, *by_id)),
     }
     return statements
 
@@ -356,7 +392,9 @@ def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statem
     text, params = statement
     # A client-side cursor inlines the values: the plan is the one those values get. A claim
     # is planned under the settings its transaction makes (the dialect's CLAIM_SETTINGS).
-    claim = text.lstrip().startswith(f"UPDATE {store.tables.steps}") and "'ready'" in text
+    claim = "'ready'" in text and (
+        text.lstrip().startswith(f"UPDATE {store.tables.steps}") or "key_limit" in text
+    )
     with conn.transaction(), psycopg.ClientCursor(conn) as cursor:
         if claim:
             cursor.execute(CLAIM_SETTINGS)
@@ -428,6 +466,12 @@ def test_no_hot_path_query_scans_a_whole_table(
             name,
             indexes[name],
         )
+    # A keyed claim reads the ready index as the plain one, and the keys by primary key.
+    assert f"{prefix}steps_ready" in indexes["claim, keyed"], indexes["claim, keyed"]
+    assert f"{prefix}limits_pkey" in indexes["claim, keyed"], indexes["claim, keyed"]
+    for name in ("lock_key", "move_key", "set_head"):
+        assert f"{prefix}limits_pkey" in indexes[name], (name, indexes[name])
+    assert f"{prefix}runs_fifo" in indexes["fifo_head"], indexes["fifo_head"]
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

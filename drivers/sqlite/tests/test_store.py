@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -43,6 +44,7 @@ MIGRATIONS = [
     "010_errors",
     "011_run_labels",
     "012_servers",
+    "013_keys",
 ]
 
 
@@ -130,6 +132,11 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
     known = ["runs", "steps", "signals"]  # a release before schedules probes these
     known += ["schedules", "ticks"] if version >= 3 else []
     store._queries.probe = {t: sql for t, sql in store._queries.probe.items() if t in known}
+    if version < 8:  # a release before concurrency keys: its statements name none of them
+        q = store._queries
+        for name in ("_steps_of", "_steps_with_runs", "_expired", "end_run", "_runs_succeeded"):
+            text = re.sub(r",\s*(s\.)?concurrency_key\b", "", getattr(q, name))
+            setattr(q, name, re.sub(r",\s*fifo_key = NULL", "", text))
     if version < 6:  # a release before pauses: its claim reads no pauses table
         store._queries._ready = (
             f"SELECT id FROM {store.tables.steps} WHERE status = 'ready' AND queue = ? "
@@ -178,7 +185,7 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced, 010_errors, 011_run_labels, 012_servers are",
+        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -202,7 +209,7 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced, 010_errors, 011_run_labels, 012_servers are",
+        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -378,6 +385,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     by_error = "sqlite_autoindex_cf_errors_1"
     within = q.labels_within(FAILED_ACME, 2001)
     assert within is not None
+    keyed = q.ready_keyed(workflows=["w"], queue="default", limit=8)
     statements = {
         "claim": (plan.update_returning, "cf_steps_ready"),
         "claim_runs": (q.claim_runs(["r1", "r2"]), by_run_id),
@@ -493,6 +501,22 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             ),
             "l USING PRIMARY KEY (run_id=? AND name=?)",
         ),
+        # Concurrency keys (schema 13): a keyed claim walks the ready index as the plain one,
+        # probing each row's key by the limits' primary key and a fifo head by the run's id;
+        # the keys are locked and moved by their primary key, a fifo key's head found in the
+        # runs' fifo index, a hand back and a cancel go by the steps' id.
+        "claim, keyed": (keyed, "cf_steps_ready"),
+        "claim, keyed, keys": (keyed, "sqlite_autoindex_cf_limits_1"),
+        "claim, keyed, fifo head": (keyed, by_run_id),
+        "claim, keyed, pauses": (keyed, by_pause),
+        "lock_key": ((q.lock_key, ("a",)), "sqlite_autoindex_cf_limits_1"),
+        "move_key": ((q.move_key, (1, "a")), "sqlite_autoindex_cf_limits_1"),
+        "set_head": ((q.set_head, ("r1", "a")), "sqlite_autoindex_cf_limits_1"),
+        "fifo_head": ((q.fifo_head, ("a",)), "cf_runs_fifo"),
+        "head_unfinished": ((q.head_unfinished, ("r1", "a")), by_run_id),
+        "keyed_steps": (q.keyed_steps(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "lock_steps": (q.lock_steps(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "hand_back_one": ((q.hand_back_one, (0, "s1", "t")), "sqlite_autoindex_cf_steps_1"),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():
@@ -565,4 +589,44 @@ def test_only_a_limited_queue_sends_the_limiters_statements(db: Path) -> None:
     assert statements(QueueClaim("default", None, 3)) == (2, 0)  # 3 running: no claim sent
     assert statements(QueueClaim("default", None, 5)) == (2 + plain, 2)
     assert statements(QueueClaim("default")) == (0 + plain, 2)  # unlimited: as before
+    store.close()
+
+
+def test_only_a_keyed_claim_sends_the_keys_statements(db: Path) -> None:
+    # Plain W2 keeps its claim: a claim that does not honour keys sends the statement it
+    # did, which reads nothing of the limits table. A keyed claim reads its candidates,
+    # locks their keys (one statement), moves the counts (one), and leases by id.
+    from cairnflow.store import ClaimRequest
+
+    store = SQLiteStore(db)
+    store.migrate()
+    q = store._queries
+    plain = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
+    assert "limits" not in plain.update_returning[0]
+    assert "concurrency_key" not in plain.update_returning[0]
+    client = cf.Client(store)
+    keyed = cf.Workflow(
+        "w",
+        steps=[cf.Step("a", lambda c, d: d)],
+        concurrency=cf.Concurrency(key=lambda p: f"k{p % 2}", limit=1),
+    )
+    client.register(keyed)
+    for n in range(6):
+        client.enqueue("w", n)
+
+    def statements(keys: bool) -> tuple[int, list[str]]:
+        before = store.stats.snapshot()["statements"]
+        now = time.time_ns()
+        request = ClaimRequest(frozenset({"w"}), 4, now, now + 10**12, "n", keys=keys)
+        taken = store.claim(request)
+        return store.stats.snapshot()["statements"] - before, sorted(a.run_id for a in taken)
+
+    sent, taken = statements(keys=True)
+    assert len(taken) == 2  # one run of each key: the limit is 1
+    # candidates, lock each of the two keys, move the counts, lease by id, read the leased rows
+    assert sent == 6, sent
+    # Both keys full: the candidates' statement skips every row, and nothing is locked.
+    assert statements(keys=True) == (1, [])
+    plain_sent, plain_taken = statements(keys=False)  # keys ignored: the plain claim
+    assert (plain_sent, len(plain_taken)) == (1 + 1, 4)  # the claim, and the runs it leased
     store.close()

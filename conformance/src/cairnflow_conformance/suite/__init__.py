@@ -33,6 +33,7 @@ from .enqueue import (
 )
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .fleet import FleetTests
+from .keys import ConcurrencyKeyTests, FifoKeyTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
 from .policy import (
@@ -96,6 +97,8 @@ class ConformanceSuite(
     ScheduleTests,
     QueueTests,
     GlobalLimitTests,
+    ConcurrencyKeyTests,
+    FifoKeyTests,
     PauseTests,
     FleetTests,
     JournalTests,

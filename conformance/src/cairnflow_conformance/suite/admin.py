@@ -18,7 +18,7 @@ import pytest
 
 import cairnflow as cf
 from cairnflow import Cap
-from cairnflow.store import AttemptState, Failed, Succeeded
+from cairnflow.store import AttemptState, Failed, Journaling, Succeeded
 
 from .._kit import Kit
 from .._markers import proves
@@ -268,6 +268,29 @@ class DeleteRunTests:
             operator.delete_runs()
         with pytest.raises(ValueError, match="finished runs only"):
             operator.delete_runs(status="running")
+
+    @proves(Cap.DELETE_RUN, requires=[Cap.ERROR_HISTORY, Cap.JOURNAL])
+    def test_a_deleted_run_takes_its_error_history_and_journal_with_it(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        def flaky(ctx: cf.StepContext, data: Any) -> None:
+            ctx.memo("kit-memo", lambda: data)
+            raise RuntimeError("kit: fails once and for all")
+
+        once = cf.RetryPolicy(max_attempts=1)
+        wf = cf.Workflow("kit-delete-rows", steps=[cf.Step("a", flaky, retry=once)])
+        client = cairnflow_kit.client(wf)
+        ref = client.enqueue("kit-delete-rows", 7, labels={"kit": "gone"})
+        assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.FAILED
+        client.stop()
+        store = cairnflow_kit.store
+        assert isinstance(store, Journaling)
+        assert [error.step for error in client.errors(ref)] == ["a"]
+        assert store.read_journal(ref.id, "a", "kit-memo") is not None
+        assert client.delete_runs(ref) == 1
+        assert store.get_run(ref.id) is None
+        assert client.errors(ref) == [], "a deleted run's error history was kept"
+        assert store.read_journal(ref.id, "a", "kit-memo") is None, "its journal was kept"
 
 
 class CancelAllTests:

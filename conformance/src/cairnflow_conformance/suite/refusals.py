@@ -96,6 +96,16 @@ def _history(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="h")
 
 
+def _keyed_step(wf: cf.Workflow) -> object:
+    key = cf.Concurrency(key=lambda payload: "kit-k", limit=1)
+    return wf.step(lambda c, d: d, name="k", concurrency=key)
+
+
+def _fifo_key(wf: cf.Workflow) -> object:
+    wf.concurrency = cf.Concurrency(key=lambda payload: "kit-k", fifo=True)
+    return wf.step(lambda c, d: d, name="f")
+
+
 def _cron(wf: cf.Workflow, **options: Any) -> object:
     wf.step(lambda c, d: d, name="a")
     return wf.schedule("kit-every-minute", cron="* * * * *", **options)
@@ -190,6 +200,8 @@ REFUSALS: tuple[Refusal, ...] = (
         "queue-limit",
         lambda k: cf.Client(k.store, queues=[cf.QueueConfig("kit-a", limit=2)]),
     ),
+    Refusal(Cap.CONCURRENCY_KEY, "concurrency-key", _needs(Cap.CONCURRENCY_KEY, _keyed_step)),
+    Refusal(Cap.KEY_FIFO, "fifo-key", _needs(Cap.KEY_FIFO, _fifo_key)),
     Refusal(Cap.PAUSE_QUEUE, "pause-queue", lambda k: _idle(k).pause_queue("kit-q")),
     Refusal(Cap.PAUSE_QUEUE, "resume-queue", lambda k: _idle(k).resume_queue("kit-q")),
     Refusal(Cap.PAUSE_QUEUE, "pauses", lambda k: _idle(k).pauses()),

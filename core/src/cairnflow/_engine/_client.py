@@ -29,6 +29,7 @@ from ..ids import IdGenerator, default_id_generator
 from ..notify import Notifier
 from ..retry import JitterSource
 from ..store import (
+    ConcurrencyKey,
     NewRun,
     NewStep,
     SignalResult,
@@ -328,6 +329,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
             self._state.register(workflow)
 
     def _check_workflow(self, workflow: Workflow) -> None:
+        workflow.check_concurrency()
         for cap, why in workflow.required_capabilities().items():
             self._state.require(cap, f"workflow {workflow.name!r} ({why})")
 
@@ -698,6 +700,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         payload = self._encode(job.payload, f"the payload of workflow {workflow.name!r}")
         steps = self._steps[workflow.name]
         run_id, step_ids = self._writer.names(len(steps))
+        keys = _concurrency_keys(workflow, job.payload) if workflow.has_keys else ()
         return NewRun(
             id=run_id,
             workflow=workflow.name,
@@ -710,6 +713,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
             run_at=run_at,
             key=key,
             labels=labels,
+            keys=keys,
         )
 
     def _encode(self, value: Any, what: str) -> bytes:
@@ -837,3 +841,27 @@ def _seconds(delay: float | timedelta | None) -> float | None:
     if isinstance(delay, timedelta):
         delay = delay.total_seconds()
     return check_seconds("delay", delay, zero=True)
+
+
+def _concurrency_keys(workflow: Workflow, payload: Any) -> tuple[ConcurrencyKey | None, ...]:
+    """Each step's concurrency key for a run of ``workflow`` with ``payload`` (at enqueue).
+
+    Each key function is called once per run, on the enqueuing client; what it
+    returns is checked here, before anything is written.
+    """
+    computed: dict[int, ConcurrencyKey] = {}
+    keys: list[ConcurrencyKey | None] = []
+    for step in workflow.steps.values():
+        declared = workflow.concurrency_for(step)
+        if declared is None:
+            keys.append(None)
+            continue
+        key = computed.get(id(declared))
+        if key is None:
+            where = f"workflow {workflow.name!r}" + (
+                f", step {step.name!r}" if step.concurrency is not None else ""
+            )
+            name = declared.compute(payload, where)
+            key = computed[id(declared)] = ConcurrencyKey(name, declared.limit, declared.fifo)
+        keys.append(key)
+    return tuple(keys)

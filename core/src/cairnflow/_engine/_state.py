@@ -65,6 +65,8 @@ class EngineState:
         self.channel = self.store.channel
         self.registry: dict[str, Workflow] = {}
         self.workflow_names = self._names()
+        self.keyed = False
+        """Whether a registered workflow declares a concurrency key: its claims honour keys."""
         self.lock = threading.Lock()
         self.queues: dict[str, QueueSlots] = {}
         """The queues this client serves: its configured ones, or its workflows' (by name)."""
@@ -148,6 +150,7 @@ class EngineState:
         with self.lock:
             self.registry[workflow.name] = workflow
             self.workflow_names = self._names()
+            self.keyed = self.keyed or workflow.has_keys
             if not self.settings.queues and workflow.queue not in self.queues:
                 self._serve(QueueConfig(workflow.queue))
 
@@ -349,6 +352,7 @@ class EngineState:
             lease_until=self.lease_until(),
             node_id=self.settings.node_id,
             queues=tuple(QueueClaim(s.name, n, s.global_limit) for s, n in asks),
+            keys=self.keyed,
         )
 
     def release(self, request: ClaimRequest) -> None:

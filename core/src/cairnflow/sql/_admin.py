@@ -5,7 +5,9 @@ first, then writes steps, as every transition does (:mod:`._outcomes`), so it
 serialises with the outcomes of the runs it touches and deadlocks with none.
 A retry (``reopen_run``) clears the lease token of every step it makes ready
 again, so the late outcome of an attempt of the run before the retry matches
-no lease and is refused (lost). ``cancel_runs`` and ``delete_runs`` get a page
+no lease and is refused (lost). A cancel that ends a running attempt's lease releases
+its concurrency key in its own transaction (:mod:`._keys`). ``cancel_runs`` and
+``delete_runs`` get a page
 of run ids from the client, which pages through ``list_runs`` with the
 operator's filter: a filter is built in one place (``list_runs``), and no
 transaction locks more than a page of runs (:data:`CHUNK`), never a table.
@@ -19,6 +21,7 @@ deadlock with the inserts of enqueues. The statements are here rather than in
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
@@ -27,6 +30,7 @@ from .._models import StepStatus
 from ..store import ACTIVE, RETRYABLE, Reopened
 from ..store._memory_admin import cancelled_step_error
 from ._dialect import Cursor
+from ._keys import Keys
 from ._parts import CHUNK, Context, Part, chunks
 from ._queries import marks
 from ._rows import to_json, to_text
@@ -70,7 +74,8 @@ _REOPEN_BLOCKED = (
     + " AND parents_left > 0"
 )
 _CANCEL_RUNS = """
-            UPDATE {runs} SET state = 'cancelled', finished_at = ?, active_key = NULL
+            UPDATE {runs} SET state = 'cancelled', finished_at = ?, active_key = NULL,
+                fifo_key = NULL
             WHERE id IN ({ids}) AND state = 'active'"""
 _UNFINISHED_OF = "SELECT id FROM {steps} WHERE run_id IN ({ids}) AND status IN ({unfinished})"
 _CANCEL_STEPS = """
@@ -78,7 +83,8 @@ _CANCEL_STEPS = """
             WHERE id IN ({ids})"""
 _STEP_CANCELLED = "UPDATE {runs} SET steps_left = steps_left - ?, error = ? WHERE id = ?"
 _END_CANCELLED = """
-            UPDATE {runs} SET state = 'cancelled', finished_at = ?, active_key = NULL
+            UPDATE {runs} SET state = 'cancelled', finished_at = ?, active_key = NULL,
+                fifo_key = NULL
             WHERE id = ? AND state = 'active'"""
 _STEPS_OF_RUNS = "SELECT id FROM {steps} WHERE run_id IN ({ids})"
 _SIGNALS_OF_RUNS = "SELECT seq FROM {signals} WHERE run_id IN ({ids})"
@@ -86,6 +92,11 @@ _DELETE_STEPS = "DELETE FROM {steps} WHERE id IN ({ids})"
 _DELETE_SIGNALS = "DELETE FROM {signals} WHERE seq IN ({ids})"
 _DROP_SIGNALS = "DELETE FROM {signals} WHERE run_id IN ({ids})"
 _DELETE_RUNS = "DELETE FROM {runs} WHERE id IN ({ids}) AND state <> 'active'"
+# A run's rows in the tables keyed by it, each a range of the primary key's first column: the
+# label index (run_id, name), the error history (run_id, seq), the journal (scope, step, name).
+_DELETE_LABELS = "DELETE FROM {run_labels} WHERE run_id IN ({ids})"
+_DELETE_ERRORS = "DELETE FROM {errors} WHERE run_id IN ({ids})"
+_DELETE_JOURNAL = "DELETE FROM {journal} WHERE scope IN ({ids})"
 
 
 class _LockedRun(NamedTuple):
@@ -117,6 +128,7 @@ class Admin(Part):
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
+        self._keys = Keys(context)
         values = {
             **context.tables.template(),
             "for_update": context.dialect.for_update,
@@ -133,6 +145,20 @@ class Admin(Part):
     def _listed(self, cur: Cursor, name: str, ids: Sequence[Any], *before: Any) -> Any:
         sql = self._sql[name].replace("{ids}", marks(len(ids)))
         return self._execute(cur, sql, (*before, *ids))
+
+    def _running_keys(self, cur: Cursor, step_ids: Sequence[str]) -> Counter[str]:
+        """Lock ``step_ids`` (after their runs) and count the keys of those running.
+
+        A cancel that moves a running step to ``cancelled`` ends its lease: its
+        concurrency key is released in the same transaction, once (:mod:`._keys`);
+        the attempt's late outcome is then refused, so it releases nothing again.
+        """
+        released: Counter[str] = Counter()
+        for part in chunks(step_ids):
+            for _id, status, key in self._execute(cur, *self._q.lock_steps(part)).fetchall():
+                if key is not None and to_text(status) == "running":
+                    released[to_text(key)] += 1
+        return released
 
     def _lock(self, cur: Cursor, run_id: str) -> _LockedRun:
         row = self._run(cur, "_LOCK_RUN", run_id).fetchone()
@@ -194,9 +220,11 @@ class Admin(Part):
                 self._listed(cur, "_CANCEL_RUNS", active, now)
                 rows = self._listed(cur, "_UNFINISHED_OF", active).fetchall()
                 steps = [to_text(step_id) for (step_id,) in rows]
+                released = self._running_keys(cur, steps)
                 for part in chunks(steps):
                     self._listed(cur, "_CANCEL_STEPS", part, now)
                 self._listed(cur, "_DROP_SIGNALS", active)
+                self._keys.release(cur, released)  # key rows: the last locks taken
                 return active
 
             cancelled.extend(self._tx.run(work))
@@ -228,6 +256,7 @@ class Admin(Part):
                         seen.add(name)
                         doomed.append(child)
             # Running attempts keep their lease token: their renewal reports them cancelled.
+            released = self._running_keys(cur, [gone.id for gone in doomed])
             for part in chunks([gone.id for gone in doomed]):
                 self._listed(cur, "_CANCEL_STEPS", part, now)
             error = cancelled_step_error(step).to_json()
@@ -235,6 +264,7 @@ class Admin(Part):
             if locked.steps_left - len(doomed) <= 0:
                 self._run(cur, "_END_CANCELLED", now, run_id)
                 self._listed(cur, "_DROP_SIGNALS", [run_id])
+            self._keys.release(cur, released)  # key rows: the last locks taken
             return True
 
         return self._tx.run(work)
@@ -257,6 +287,8 @@ class Admin(Part):
                     keys = [key for (key,) in self._listed(cur, select, done).fetchall()]
                     for part in chunks(keys):
                         self._listed(cur, delete, part)
+                for delete in ("_DELETE_LABELS", "_DELETE_ERRORS", "_DELETE_JOURNAL"):
+                    self._listed(cur, delete, done)
                 self._listed(cur, "_DELETE_RUNS", done)
                 return done
 

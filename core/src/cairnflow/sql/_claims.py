@@ -15,20 +15,27 @@ limiter row locked and its running steps counted, in the same transaction,
 and its statement takes at most the room left (:mod:`._limiters`); a queue
 without one sends exactly its statement, as before.
 
+A claim that honours concurrency keys (``ClaimRequest.keys``, docs/claim.md, 4)
+reads each queue's candidates with the keyed ready subquery (full keys and
+fifo keys whose turn is another run's skipped, without locks), locked; then
+admits them under their keys' locks, taken in name order (:mod:`._keys`), and
+leases exactly those admitted by id. A plain claim never sees that statement.
+
 One lease secret is drawn per claim; each attempt's token is
 ``<step id>:<secret>``, and every later write of the attempt is fenced by it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .. import _faults, ids
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim
 from ._dialect import ClaimedRow, Cursor
+from ._keys import Keys
 from ._limiters import Limiters, global_limits
 from ._parts import Context, Part, chunks, token
-from ._rows import ClaimedRun, ClaimedStep, to_bytes, to_text
+from ._rows import ClaimedRun, ClaimedStep, KeyCandidate, to_bytes, to_text
 from ._transactions import CountingCursor
 
 __all__ = ["Claims"]
@@ -40,6 +47,7 @@ class Claims(Part):
     def __init__(self, context: Context) -> None:
         super().__init__(context)
         self._limiters = Limiters(context)
+        self.keys = Keys(context)
 
     def prepare(self, request: ClaimRequest | None) -> None:
         """What a claim needs before its transaction: the rows of its limited queues."""
@@ -52,7 +60,9 @@ class Claims(Part):
         self.prepare(request)
         return self._tx.run(lambda cur: self.send(cur, request)())
 
-    def send(self, cur: Cursor, request: ClaimRequest) -> Callable[[], list[ClaimedAttempt]]:
+    def send(
+        self, cur: Cursor, request: ClaimRequest, released: Mapping[str, int] | None = None
+    ) -> Callable[[], list[ClaimedAttempt]]:
         """Send the claim; return how to read what it leased.
 
         One statement (or the dialect's few) per queue, in the request's order,
@@ -67,9 +77,15 @@ class Claims(Part):
         Queues with a global limit are locked and counted first, all of them,
         and each then asks for no more than its room; one without room sends no
         statement. The caller ran :meth:`prepare` before the transaction.
+
+        ``released``: attempts per concurrency key whose leases the same
+        transaction ended (an outcome batch's); their keys' counts are moved
+        here, with the claim's, so key rows are locked once, in name order.
         """
+        released = released or {}
         asks = [q for q in request.queues if q.limit is None or q.limit > 0]
         if request.limit <= 0 or not request.workflows or not asks:
+            self.keys.release(cur, released)
             return lambda: []
         secret = ids.new_token()
         workflows = sorted(request.workflows)
@@ -79,7 +95,14 @@ class Claims(Part):
         room = self._limiters.room(cur, limits) if limits else {}
         asks = [ask for ask in asks if room.get(ask.name, 1) > 0]
         if not asks:
+            self.keys.release(cur, released)
             return lambda: []
+        if request.keys:
+            leased = self._send_keyed(cur, request, asks, room, claimed, released)
+            if _faults.plan is not None:
+                _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
+            return lambda: self._claimed(cur, secret, leased)
+        self.keys.release(cur, released)  # after the limiters: key rows are locked last
 
         def send_queue(ask: QueueClaim, left: int) -> Callable[[], list[ClaimedRow]]:
             limit = left if ask.limit is None else min(ask.limit, left)
@@ -101,6 +124,41 @@ class Claims(Part):
         if _faults.plan is not None:
             _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
         return lambda: self._claimed(cur, secret, [*rows, *fetch()])
+
+    def _send_keyed(
+        self,
+        cur: Cursor,
+        request: ClaimRequest,
+        asks: Sequence[QueueClaim],
+        room: Mapping[str, int],
+        claimed: tuple[object, ...],
+        released: Mapping[str, int],
+    ) -> list[ClaimedRow]:
+        """A claim honouring concurrency keys; the rows it leased (docs/claim.md, 4).
+
+        Each queue's candidates are read and locked first (skipping full keys
+        without locking them), then admitted under their keys' locks, all keys
+        at once in name order, up to the request's limit in queue order; only
+        the admitted are leased. A candidate over its key's free count is left
+        ready, never leased and handed back.
+        """
+        q = self._q
+        counting = CountingCursor(cur, self._tx.stats)  # what the dialect sends, counted
+        workflows = sorted(request.workflows)
+        candidates: list[KeyCandidate] = []
+        for ask in asks:
+            limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
+            if ask.name in room:
+                limit = min(limit, room[ask.name])
+            ready = q.ready_keyed(workflows=workflows, queue=ask.name, limit=limit)
+            rows = self._dialect.lock_candidates(counting, ready, q.still_ready)
+            candidates.extend(map(KeyCandidate.from_row, rows))
+        admitted = self.keys.admit(cur, candidates, released, limit=request.limit)
+        if not admitted:
+            return []
+        leased = [c.id for c in candidates if c.id in admitted]
+        plan = q.claim_plan(workflows=workflows, queue=asks[0].name, limit=0, claimed=claimed)
+        return self._dialect.lease_ids(counting, plan, leased)
 
     def _claimed(
         self, cur: Cursor, secret: str, rows: Sequence[ClaimedRow]

@@ -156,6 +156,9 @@ class Dialect:
     """Appended to a SELECT joining steps ``s`` to their runs ``r`` so that it locks the run
     rows only, in the query's order (Postgres: ``" FOR UPDATE OF r"``; an engine with one
     writer: ``""``). None: lock each run with its own statement instead."""
+    keep_existing = " ON CONFLICT DO NOTHING"
+    """Appended to an ``INSERT`` so that a row whose primary key exists is left as it is, with
+    no error (Postgres, SQLite; MySQL: a no-op ``ON DUPLICATE KEY UPDATE``)."""
     now_sql: str | None = None
     """A SELECT of the server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``); None: none."""
     batch_statements = False
@@ -278,6 +281,19 @@ class Dialect:
         if not ids:
             return []
         return self.lease_ids(cursor, plan, ids)
+
+    def lock_candidates(
+        self, cursor: Cursor, ready: Statement, still_ready: Callable[[Sequence[str]], Statement]
+    ) -> list[ClaimedRow]:
+        """A keyed claim's candidates (``ready``, its first column the step id), locked.
+
+        The default reads them with :attr:`skip_locked` appended; an engine whose
+        locking read would lock every row it sorts reads them plainly and locks
+        those ``still_ready`` by id (MySQL, as :meth:`claim`).
+        """
+        sql, params = ready
+        cursor.execute(self.sql(sql + self.skip_locked), params)
+        return list(cursor.fetchall())
 
     def lease_ids(self, cursor: Cursor, plan: ClaimPlan, ids: Sequence[str]) -> list[ClaimedRow]:
         """Mark the ready steps ``ids`` (already locked) claimed; read them with their runs."""

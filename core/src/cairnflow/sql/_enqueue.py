@@ -34,6 +34,7 @@ from typing import Any
 from .._errors import CairnError, DuplicateRun
 from ..store import NewRun, NewStep, landed
 from ._dialect import Cursor
+from ._keys import Keys
 from ._parts import Context, Part, chunks
 from ._rows import ExistingRun, to_text
 from ._transactions import UniqueViolation
@@ -42,8 +43,15 @@ __all__ = ["Enqueue", "EnqueueRows"]
 
 log = logging.getLogger("cairnflow.sql")
 
-EnqueueRows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]
-"""Run ids, run rows, step rows and label rows of one enqueue (:meth:`Enqueue.prepare`)."""
+EnqueueRows = tuple[
+    list[str],
+    list[tuple[Any, ...]],
+    list[tuple[Any, ...]],
+    list[tuple[Any, ...]],
+    list[tuple[str, bool]],
+]
+"""Run ids, run rows, step rows, label rows and concurrency keys ``(name, fifo)`` of one
+enqueue (:meth:`Enqueue.prepare`)."""
 
 _StepShape = tuple[str, str, int, str, str, int]
 """What a step row takes from its workflow: name, kind, position, parents and children as
@@ -65,6 +73,7 @@ class Enqueue(Part):
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
+        self._keys = Keys(context)
         self._shapes: dict[int, tuple[tuple[NewStep, ...], tuple[_StepShape, ...]]] = {}
 
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
@@ -121,6 +130,7 @@ class Enqueue(Part):
         run_rows = []
         step_rows = []
         label_rows = []
+        keys: list[tuple[str, bool]] = []
         for new in runs:
             run_id, workflow, queue, priority = new.id, new.workflow, new.queue, new.priority
             run_at = new.run_at
@@ -164,7 +174,32 @@ class Enqueue(Part):
                         run_at if root else None,
                     )
                 )
-        return run_ids, run_rows, step_rows, label_rows
+        if any(new.keys for new in runs):
+            self._add_keys(runs, run_rows, step_rows, keys)
+        return run_ids, run_rows, step_rows, label_rows, keys
+
+    @staticmethod
+    def _add_keys(
+        runs: Sequence[NewRun],
+        run_rows: list[tuple[Any, ...]],
+        step_rows: list[tuple[Any, ...]],
+        keys: list[tuple[str, bool]],
+    ) -> None:
+        """Give every row of an enqueue with concurrency keys its key columns (#16).
+
+        Only such an enqueue writes them (:meth:`insert` then sends the keyed
+        statements); one without keys writes the rows it always did.
+        """
+        steps = iter(range(len(step_rows)))
+        for index, new in enumerate(runs):
+            run_rows[index] = (*run_rows[index], new.fifo_key)
+            for key in new.keys or (None,) * len(new.steps):
+                at = next(steps)
+                if key is None:
+                    step_rows[at] = (*step_rows[at], None, None)
+                else:
+                    step_rows[at] = (*step_rows[at], key.name, key.limit)
+                    keys.append((key.name, key.fifo))
 
     def _shape(self, steps: tuple[NewStep, ...]) -> tuple[_StepShape, ...]:
         """What the step rows of every run of a workflow share, made once per workflow.
@@ -216,15 +251,22 @@ class Enqueue(Part):
         for it. ``fire_ticks`` creates a schedule's runs through here, in its own
         transaction.
         """
-        run_ids, run_rows, step_rows, label_rows = rows
+        run_ids, run_rows, step_rows, label_rows, keys = rows
         # Each statement is checked against the server's statement limit before it is
         # sent: an oversized payload refuses the whole enqueue, and nothing is written.
         # A batch goes out as few statements as the dialect makes (Dialect.batch_insert).
         q, tx = self._q, self._tx
-        tx.insert_many(cur, q.insert_runs, run_rows)
-        tx.insert_many(cur, q.insert_steps, step_rows)
+        if keys:
+            tx.insert_many(cur, q.insert_runs_keyed, run_rows)
+            tx.insert_many(cur, q.insert_steps_keyed, step_rows)
+        else:
+            tx.insert_many(cur, q.insert_runs, run_rows)
+            tx.insert_many(cur, q.insert_steps, step_rows)
         if label_rows:  # a run without labels costs no statement more
             tx.insert_many(cur, q.insert_labels, label_rows)
+        if keys:
+            # Last, in name order: a key row is the last lock a transaction takes (._keys).
+            self._keys.create(cur, keys)
         return run_ids
 
     def landed(self, runs: Sequence[NewRun]) -> list[str] | None:

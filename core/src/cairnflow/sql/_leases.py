@@ -14,19 +14,30 @@ step at once.
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..store import AttemptState, ExpiredAttempt, ReclaimResult, RenewResult
 from ._dialect import Cursor
-from ._parts import Part, chunks, split_token, token
-from ._rows import ExpiredStep, LeaseState, StepLease
+from ._keys import Keys
+from ._parts import Context, Part, chunks, split_token, token
+from ._rows import ExpiredStep, LeaseState, StepLease, to_text
 
 __all__ = ["Leases"]
 
 
 class Leases(Part):
-    """``renew``, ``heartbeat``, ``record_progress``, ``hand_back``, ``reclaim_expired``."""
+    """``renew``, ``heartbeat``, ``record_progress``, ``hand_back``, ``reclaim_expired``.
+
+    A hand back and a reclaim end leases: each releases the concurrency key of
+    every lease its fenced write ended, in the same transaction (:mod:`._keys`).
+    """
+
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        self._keys = Keys(context)
 
     def renew(self, tokens: Collection[str], lease_until: int) -> RenewResult:
         """Extend the leases still held; report the lost and the cancelled."""
@@ -99,9 +110,33 @@ class Leases(Part):
     def hand_back(self, tokens: Collection[str], now: int) -> int:
         """Make held attempts ready again at once (fenced)."""
         held = [p for p in (split_token(t) for t in tokens) if p is not None]
+        q = self._q
+
+        def work(cur: Cursor, chunk: Sequence[tuple[str, str]]) -> int:
+            # A keyed attempt is handed back by its own fenced statement: its row count
+            # says whether this transaction ended the lease, and so releases its key.
+            sql, params = q.keyed_steps([step_id for step_id, _ in chunk])
+            keyed = {
+                to_text(step_id): to_text(key)
+                for step_id, key in self._execute(cur, sql, params).fetchall()
+            }
+            count = 0
+            released: Counter[str] = Counter()
+            for step_id, secret in chunk:
+                if step_id not in keyed:
+                    continue
+                if self._execute(cur, q.hand_back_one, (now, step_id, secret)).rowcount == 1:
+                    count += 1
+                    released[keyed[step_id]] += 1
+            rest = [(step_id, secret) for step_id, secret in chunk if step_id not in keyed]
+            if rest:
+                count += int(self._execute(cur, *q.hand_back(now, rest)).rowcount)
+            self._keys.release(cur, released)
+            return count
+
         count = 0
         for chunk in chunks(held):
-            count += self._tx.change(*self._q.hand_back(now, chunk))
+            count += self._tx.run(functools.partial(work, chunk=chunk))
         return count
 
     def reclaim_expired(
@@ -137,5 +172,16 @@ class Leases(Part):
                 )
                 continue
             values = (now, step.id, step.lease_token, lease_now)
-            requeued += self._tx.change(q.requeue_expired, values)
+            if step.key is None:
+                requeued += self._tx.change(q.requeue_expired, values)
+                continue
+
+            def requeue(cur: Cursor, values: tuple[Any, ...] = values, key: str = step.key) -> int:
+                # The key is released only if this requeue ended the lease (joined to it).
+                if self._execute(cur, q.requeue_expired, values).rowcount != 1:
+                    return 0
+                self._keys.release(cur, {key: 1})
+                return 1
+
+            requeued += self._tx.run(requeue)
         return ReclaimResult(requeued, tuple(abandoned))

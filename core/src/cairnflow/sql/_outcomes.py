@@ -80,6 +80,10 @@ class _RunTally:
         self.left: dict[str, int] = {}
         self._done: Counter[str] = Counter()
         self._finished: list[str] = []
+        # Concurrency keys (#16, docs/claim.md, 4): attempts per key whose leases this
+        # transaction ended. Moved once, with the claim's keys (Claims.send) or alone
+        # (Keys.release), never by flush: key rows are the last locks a transaction takes.
+        self.released: Counter[str] = Counter()
 
     def succeeded(self, run_id: str) -> bool:
         """Count a success of ``run_id``; True when it was the run's last step."""
@@ -148,7 +152,11 @@ class Outcomes(Part):
             # where the engine pipelines: one round trip. The claim's rows are read after.
             with dialect.pipeline(cur) as cursor:
                 tally.flush(self._tx, self._q, cursor(), now)
-                claiming = self._claims.send(cursor(), claim) if claim is not None else None
+                claiming = None
+                if claim is not None:  # the claim moves the keys' counts (#16)
+                    claiming = self._claims.send(cursor(), claim, tally.released)
+                else:
+                    self._claims.keys.release(cursor(), tally.released)
                 if dialect.pipelines:
                     commit()
             return results, claiming() if claiming is not None else []
@@ -198,7 +206,7 @@ class Outcomes(Part):
                 row for chunk in step_chunks for row in self._execute(cur, *read(chunk)).fetchall()
             ]
         found: dict[str, FinishingStep] = {}
-        for step in map(FinishingStep.from_row, rows):
+        for step in (FinishingStep.from_row(row, joined=joined) for row in rows):
             found[step.id] = step
             if step.steps_left is not None:
                 tally.left[step.run_id] = step.steps_left
@@ -220,6 +228,8 @@ class Outcomes(Part):
                 raise _Redo("a lease of the batch was lost")
             for index, step_id, _secret in plain:
                 step = found[step_id]
+                if step.key is not None:  # the batch ended every lease of it (#16)
+                    tally.released[step.key] += 1
                 results[index] = self._succeeded(cur, step.run_id, step.children, tally, now)
             done = {held.item for held in plain}
             order = [held for held in order if held.item not in done]
@@ -229,6 +239,8 @@ class Outcomes(Part):
             results[index] = self._apply(
                 cur, step_id, secret, step.run_id, step.children, outcome, now, tally
             )
+            if step.key is not None and results[index].applied:  # its fenced write held (#16)
+                tally.released[step.key] += 1
         return results, tally
 
     def _send_successes(
@@ -305,7 +317,7 @@ class Outcomes(Part):
                 return lost()
             self._errors.record(cur, run_id, outcome, error, now)
             final = outcome.final_status
-            self._end_run(cur, run_id, final.value, error, now)
+            self._end_run(cur, run_id, final.value, error, now, tally)
             return FinishResult(AttemptState.HELD, run_status=final)
         if isinstance(outcome, Snoozed):
             if not fenced(q.snooze, _due_status(outcome.until, now), outcome.until):
@@ -347,14 +359,30 @@ class Outcomes(Part):
             return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)
         return FinishResult(AttemptState.HELD, ready=ready) if ready else _HELD
 
-    def _end_run(self, cur: Cursor, run_id: str, state: str, error: str | None, now: int) -> None:
-        """Finish the run (row locked), release its key, cancel its unfinished steps."""
+    def _end_run(
+        self,
+        cur: Cursor,
+        run_id: str,
+        state: str,
+        error: str | None,
+        now: int,
+        tally: _RunTally,
+    ) -> None:
+        """Finish the run (row locked), release its key, cancel its unfinished steps.
+
+        Cancelling a running step ends its lease: its concurrency key is released
+        into ``tally`` (#16). The keyed steps are locked first, so the status read
+        is the one the cancel changes (no reclaim or claim moves them meanwhile).
+        """
         q = self._q
         self._execute(cur, q.end_run, (state, now, error, run_id))
-        unfinished = [
-            to_text(step_id)
-            for (step_id,) in self._execute(cur, q.unfinished_steps, (run_id,)).fetchall()
-        ]
+        rows = self._execute(cur, q.unfinished_steps, (run_id,)).fetchall()
+        unfinished = [to_text(step_id) for step_id, _key in rows]
+        keyed = [to_text(step_id) for step_id, key in rows if key is not None]
+        for chunk in chunks(keyed):
+            for _step_id, status, key in self._execute(cur, *q.lock_steps(chunk)).fetchall():
+                if to_text(status) == "running":
+                    tally.released[to_text(key)] += 1
         for chunk in chunks(unfinished):
             self._execute(cur, *q.cancel_steps(now, chunk))
         self._execute(cur, q.drop_signals, (run_id,))
@@ -399,7 +427,8 @@ class Outcomes(Part):
                 ).to_json()
                 if self._execute(cur, q.time_out_wait, (error, now, step_id, now)).rowcount != 1:
                     return 0
-                self._end_run(cur, run_id, Status.FAILED.value, error, now)
+                self._end_run(cur, run_id, Status.FAILED.value, error, now, tally)
+                self._claims.keys.release(cur, tally.released)
                 return 1
 
             done = self._tx.run(work)
@@ -446,7 +475,9 @@ class Outcomes(Part):
                 raise RunNotFound(run_id)
             if locked.state != ACTIVE:
                 return False
-            self._end_run(cur, run_id, Status.CANCELLED.value, None, now)
+            tally = _RunTally()
+            self._end_run(cur, run_id, Status.CANCELLED.value, None, now, tally)
+            self._claims.keys.release(cur, tally.released)
             return True
 
         return self._tx.run(work)

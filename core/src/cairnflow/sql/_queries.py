@@ -56,6 +56,7 @@ class Queries:
             "for_update": dialect.for_update,
             "skip_locked": dialect.skip_locked,
             "lock_runs_joined": dialect.lock_runs_joined or "",
+            "keep_existing": dialect.keep_existing,
         }
 
         def r(template: str) -> str:
@@ -84,6 +85,22 @@ class Queries:
             tuple(kind for _, kind in s.NEW_LABEL_VALUES),
             (),
             r(s.INSERT_LABEL),
+        )
+        run_keyed = (*s.NEW_RUN_VALUES, *s.RUN_KEY_VALUES)
+        self.insert_runs_keyed = BatchInsert(
+            tables.runs,
+            tuple(column for column, _ in run_keyed),
+            tuple(kind for _, kind in run_keyed),
+            (("state", "'active'"),),
+            r(s.INSERT_RUN_KEYED),
+        )
+        step_keyed = (*s.NEW_STEP_VALUES, *s.STEP_KEY_VALUES)
+        self.insert_steps_keyed = BatchInsert(
+            tables.steps,
+            tuple(column for column, _ in step_keyed),
+            tuple(kind for _, kind in step_keyed),
+            (("attempt", "0"), ("failures", "0"), ("reclaims", "0")),
+            r(s.INSERT_STEP_KEYED),
         )
         self._holder_of_key = r(s.HOLDER_OF_KEY)
         self._runs_named = r(s.RUNS_NAMED)
@@ -191,6 +208,17 @@ class Queries:
         self.insert_limiter = r(s.INSERT_LIMITER)
         self.lock_limiter = r(s.LOCK_LIMITER)
         self.count_running = r(s.COUNT_RUNNING)
+        # -- concurrency keys and fifo keys
+        self._ready_keyed = r(s.READY_KEYED)
+        self.insert_key = r(s.INSERT_KEY)
+        self.lock_key = r(s.LOCK_KEY)
+        self.move_key = r(s.MOVE_KEY)
+        self.set_head = r(s.SET_HEAD)
+        self.head_unfinished = r(s.HEAD_UNFINISHED)
+        self.fifo_head = r(s.FIFO_HEAD)
+        self._keyed_steps = r(s.KEYED_STEPS)
+        self.hand_back_one = r(s.HAND_BACK_ONE)
+        self._lock_steps = r(s.LOCK_STEPS)
         # -- schema
         self.ledger_ddl = r(s.LEDGER_DDL)
         self.ledger = r(s.LEDGER)
@@ -240,6 +268,24 @@ class Queries:
             claimed_rows=claimed_rows,
             claimed_rows_runs=claimed_rows_runs,
         )
+
+    def ready_keyed(self, *, workflows: Sequence[str], queue: str, limit: int) -> Statement:
+        """A keyed claim's candidates in one queue, without a lock clause (the dialect adds it)."""
+        sql = self._ready_keyed.format(workflows=marks(len(workflows)))
+        return sql, (queue, *workflows, queue, limit)
+
+    def still_ready(self, step_ids: Sequence[str]) -> Statement:
+        """Lock those of ``step_ids`` still ready, skipping locked ones (a candidate's relock)."""
+        sql = self._claimed_rows.format(ids=marks(len(step_ids)))
+        return f"{sql} AND status = 'ready'{self.dialect.skip_locked}", tuple(step_ids)
+
+    def keyed_steps(self, step_ids: Sequence[str]) -> Statement:
+        """The keys of those of ``step_ids`` that carry one."""
+        return self._keyed_steps.format(ids=marks(len(step_ids))), tuple(step_ids)
+
+    def lock_steps(self, step_ids: Sequence[str]) -> Statement:
+        """Lock steps by id; read their status and key."""
+        return self._lock_steps.format(ids=marks(len(step_ids))), tuple(step_ids)
 
     def steps_of(self, step_ids: Sequence[str]) -> Statement:
         """Run and children of each step."""

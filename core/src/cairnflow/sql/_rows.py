@@ -41,6 +41,8 @@ __all__ = [
     "ExistingRun",
     "ExpiredStep",
     "FinishingStep",
+    "KeyCandidate",
+    "KeyRow",
     "LeaderRow",
     "LeaseState",
     "LockRow",
@@ -171,17 +173,21 @@ class FinishingStep(NamedTuple):
     run_id: str
     children: list[str]
     steps_left: int | None
+    key: str | None
+    """The step's concurrency key: the lease this outcome ends releases it."""
 
     @classmethod
-    def from_row(cls, row: Sequence[Any]) -> FinishingStep:
-        """Convert a row of either statement (the join has one more column)."""
-        steps_left: int | None = None
-        if len(row) == 3:
-            step_id, run_id, children = row
-        else:
-            step_id, run_id, children, left = row
-            steps_left = int(left)
-        return _new(cls, (to_text(step_id), to_text(run_id), to_json(children), steps_left))
+    def from_row(cls, row: Sequence[Any], *, joined: bool) -> FinishingStep:
+        """Convert a row of ``steps_of``, or of ``steps_with_runs`` (``joined``: its run's
+        steps left before the key). The key is the last column, absent in a schema before
+        concurrency keys (a test's older release)."""
+        step_id, run_id, children = row[:3]
+        steps_left = int(row[3]) if joined else None
+        at = 4 if joined else 3
+        key = row[at] if len(row) > at else None
+        return _new(cls, (
+            to_text(step_id), to_text(run_id), to_json(children), steps_left, _optional_text(key)
+        ))  # fmt: skip
 
 
 class ExistingRun(NamedTuple):
@@ -248,14 +254,17 @@ class ExpiredStep(NamedTuple):
     failures: int
     reclaims: int
     lease_token: str | None
+    key: str | None
+    """The step's concurrency key: requeueing it releases the key."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ExpiredStep:
         """Convert an ``expired`` row."""
-        step_id, run_id, workflow, name, attempt, failures, reclaims, lease_token = row
+        step_id, run_id, workflow, name, attempt, failures, reclaims, lease_token = row[:8]
+        key = row[8] if len(row) > 8 else None  # absent before concurrency keys (see above)
         return _new(cls, (
             to_text(step_id), to_text(run_id), to_text(workflow), to_text(name), int(attempt),
-            int(failures), int(reclaims), _optional_text(lease_token),
+            int(failures), int(reclaims), _optional_text(lease_token), _optional_text(key),
         ))  # fmt: skip
 
 
@@ -540,3 +549,35 @@ class PauseRow(NamedTuple):
     def record(self) -> Pause:
         """The pause as the ``QueueControl`` facet returns it (the fields have its names)."""
         return Pause(**self._asdict())
+
+
+class KeyCandidate(NamedTuple):
+    """``ready_keyed``: a keyed claim's candidate, with its key and the key's limit."""
+
+    id: str
+    run_id: str
+    key: str | None
+    limit: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> KeyCandidate:
+        """Convert a ``ready_keyed`` row."""
+        step_id, run_id, key, limit = row
+        return _new(cls, (
+            to_text(step_id), to_text(run_id), _optional_text(key), int(limit or 0)
+        ))  # fmt: skip
+
+
+class KeyRow(NamedTuple):
+    """``lock_keys``: a key's row, locked: its running attempts, and its fifo head."""
+
+    name: str
+    running: int
+    fifo: bool
+    head: str | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> KeyRow:
+        """Convert a ``lock_keys`` row."""
+        name, running, fifo, head = row
+        return _new(cls, (to_text(name), int(running), bool(fifo), _optional_text(head)))

@@ -5,13 +5,14 @@ and read as SQL. :class:`~cairnflow.sql.Queries` renders them once per store
 (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
 ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}`` and
 ``{migrations}`` become the namespace's quoted tables, ``{for_update}``,
-``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and the column
-lists below are filled in. What only a call knows is left in braces for the call to
-fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get one ``?`` per item
-(:func:`~cairnflow.sql._queries.marks`), ``{held}`` one fenced pair per lease
-(:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}`` one primary key per tick,
-``{ready}`` the claim's ready subquery, ``{whens}`` and ``{filters}`` optional clauses.
-Values are always bound, never formatted in.
+``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses,
+``{keep_existing}`` its clause that makes an insert of an existing key do nothing, and
+the column lists below are filled in. What only a call knows is left in braces
+for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
+one ``?`` per item (:func:`~cairnflow.sql._queries.marks`), ``{held}`` one
+fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}``
+one primary key per tick, ``{ready}`` the claim's ready subquery, ``{whens}``
+and ``{filters}`` optional clauses. Values are always bound, never formatted in.
 
 Every write of an attempt is fenced by its lease: ``WHERE id = ? AND
 lease_token = ? AND status = 'running'``. Every transition of a run locks the
@@ -171,6 +172,32 @@ NEW_STEP_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
 """The values of a step row, in the order :data:`INSERT_STEP` takes them; ``attempt``,
 ``failures`` and ``reclaims`` are 0 in every new step."""
 
+# An enqueue with concurrency keys (#16) writes the same rows and these columns after them;
+# one without writes none of them (INSERT_RUN, INSERT_STEP as they were).
+INSERT_RUN_KEYED = """
+            INSERT INTO {runs}
+                (id, workflow, queue, priority, state, payload, idem_key, active_key, labels,
+                 steps_left, created_at, run_at, fifo_key)
+            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?)"""
+"""A new run of an enqueue with keys: and its fifo key (``Cap.KEY_FIFO``), or NULL."""
+
+RUN_KEY_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (("fifo_key", "text"),)
+"""What :data:`INSERT_RUN_KEYED` takes after :data:`NEW_RUN_VALUES`."""
+
+INSERT_STEP_KEYED = """
+            INSERT INTO {steps}
+                (id, run_id, workflow, queue, priority, name, kind, position, parents, children,
+                 parents_left, status, due_at, concurrency_key, key_limit, attempt, failures,
+                 reclaims)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)"""
+"""A new step of an enqueue with keys: and its concurrency key and the key's limit, or NULL."""
+
+STEP_KEY_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
+    ("concurrency_key", "text"),
+    ("key_limit", "int"),
+)
+"""What :data:`INSERT_STEP_KEYED` takes after :data:`NEW_STEP_VALUES`."""
+
 HOLDER_OF_KEY = """
             SELECT id, active_key FROM {runs}
             WHERE workflow = ? AND active_key IN ({keys})"""
@@ -279,7 +306,8 @@ HAND_BACK = """
 """Make held attempts ready again at once (a client stopping hands back what it claimed)."""
 
 EXPIRED = """
-            SELECT id, run_id, workflow, name, attempt, failures, reclaims, lease_token
+            SELECT id, run_id, workflow, name, attempt, failures, reclaims, lease_token,
+                concurrency_key
             FROM {steps}
             WHERE status = 'running' AND lease_until < ? AND workflow IN ({workflows})
             ORDER BY lease_until
@@ -297,11 +325,11 @@ REQUEUE_EXPIRED = """
 STEP_OF = "SELECT run_id, children FROM {steps} WHERE id = ?"
 """The run and children of one step (a sleep woken, a wait timed out)."""
 
-STEPS_OF = "SELECT id, run_id, children FROM {steps} WHERE id IN ({ids})"
+STEPS_OF = "SELECT id, run_id, children, concurrency_key FROM {steps} WHERE id IN ({ids})"
 """The runs and children of a batch's steps (their runs are then locked by ``LOCK_RUNS``)."""
 
 STEPS_WITH_RUNS = """
-            SELECT s.id, s.run_id, s.children, r.steps_left
+            SELECT s.id, s.run_id, s.children, r.steps_left, s.concurrency_key
             FROM {steps} s JOIN {runs} r ON r.id = s.run_id
             WHERE s.id IN ({ids})
             ORDER BY r.id{lock_runs_joined}"""
@@ -403,12 +431,13 @@ read through their ``(run_id, name)`` key."""
 
 END_RUN = """
             UPDATE {runs}
-            SET state = ?, finished_at = ?, error = ?, active_key = NULL
+            SET state = ?, finished_at = ?, error = ?, active_key = NULL, fifo_key = NULL
             WHERE id = ? AND state = 'active'"""
-"""Finish a run (failed or cancelled) and release its idempotency key."""
+"""Finish a run (failed or cancelled) and release its idempotency key (and its fifo key's
+turn: the next run of the key becomes its head)."""
 
 UNFINISHED_STEPS = """
-            SELECT id FROM {steps} WHERE run_id = ? AND status IN ({unfinished})"""
+            SELECT id, concurrency_key FROM {steps} WHERE run_id = ? AND status IN ({unfinished})"""
 """The steps of a run that can still change: cancelled when the run ends."""
 
 CANCEL_STEPS = """
@@ -430,7 +459,7 @@ RUNS_SUCCEEDED = """
             UPDATE {runs}
             SET steps_left = 0,
                 state = CASE WHEN error IS NULL THEN 'succeeded' ELSE 'cancelled' END,
-                finished_at = ?, active_key = NULL
+                finished_at = ?, active_key = NULL, fifo_key = NULL
             WHERE id IN ({ids})"""
 """End the runs none of whose steps is left (succeeded, or cancelled by an operator), and
 release their idempotency keys."""
@@ -714,6 +743,80 @@ one writer already serialises them)."""
 COUNT_RUNNING = "SELECT count(*) FROM {steps} WHERE queue = ? AND status = 'running'"
 """The queue's attempts running on every client, leases expired or not (an expired one counts
 until it is reclaimed: the limit is never exceeded). Read by the running-by-queue index."""
+
+# -- concurrency keys and fifo keys (docs/claim.md, 4: a counter per key, under its lock) -------
+# A step carries its key (and the key's limit) from enqueue on; a key's row of limits
+# (kind 'key') counts its running attempts. The counter moves in the transactions that change
+# the lease, joined to that change: +1 for each step a claim leases, -1 for each lease a
+# fenced write ended (its row count said so), never beside it. Key rows are locked in name
+# order, always the last locks a transaction takes (after runs, steps and queue limiters).
+# Keyed claims only (ClaimRequest.keys): a plain claim keeps READY.
+READY_KEYED = """
+            SELECT id, run_id, concurrency_key, key_limit FROM {steps} s
+            WHERE status = 'ready' AND queue = ? AND workflow IN ({workflows})
+                AND (NOT EXISTS (SELECT 1 FROM {pauses} WHERE kind = 'queue' AND name = ?)
+                    OR s.forced = 1)
+                AND NOT EXISTS (
+                    SELECT 1 FROM {pauses} p
+                    WHERE p.kind = 'workflow' AND p.name = s.workflow AND s.forced = 0
+                )
+                AND NOT EXISTS (
+                    SELECT 1 FROM {limits} l
+                    WHERE l.kind = 'key' AND l.name = s.concurrency_key
+                        AND (l.running >= s.key_limit
+                             OR (l.head IS NOT NULL AND l.head <> s.run_id
+                                 AND EXISTS (
+                                     SELECT 1 FROM {runs} h
+                                     WHERE h.id = l.head AND h.fifo_key = l.name
+                                 )))
+                )
+            ORDER BY priority DESC, due_at, id
+            LIMIT ?"""
+"""A keyed claim's candidates: READY (its pauses, and forced runs passing them), skipping
+(without locking) the steps whose key is full or whose fifo key's turn belongs to another
+unfinished run. A step without a key matches no
+key row (``name = NULL`` is never true). Exact admission follows under the keys' locks."""
+
+INSERT_KEY = """
+            INSERT INTO {limits} (kind, name, running, fifo)
+            VALUES ('key', ?, 0, ?){keep_existing}"""
+"""Create a key's row at enqueue unless it exists (``executemany`` in name order)."""
+
+# One statement per key, in name order: an exact primary-key lookup on every engine. (One
+# "name IN (...)" for all of them was planned on Postgres as a scan of every key row with the
+# names as a filter, 16 ms at 2,000 keys: measured, 2026-12-01.)
+LOCK_KEY = """
+            SELECT name, running, fifo, head FROM {limits}
+            WHERE kind = 'key' AND name = ?{for_update}"""
+"""Lock a key's row; read its count and fifo head."""
+
+MOVE_KEY = "UPDATE {limits} SET running = running + ? WHERE kind = 'key' AND name = ?"
+"""Add a (signed) number of attempts to a key's count (``executemany``, in name order)."""
+
+SET_HEAD = "UPDATE {limits} SET head = ? WHERE kind = 'key' AND name = ?"
+"""Record the run whose turn it is on a fifo key (its row locked)."""
+
+HEAD_UNFINISHED = "SELECT 1 FROM {runs} WHERE id = ? AND fifo_key = ?"
+"""Is a fifo key's recorded head still unfinished (still holding the key's turn)?"""
+
+FIFO_HEAD = """
+            SELECT id FROM {runs} WHERE fifo_key = ? ORDER BY seq LIMIT 1"""
+"""A fifo key's oldest unfinished run: whose turn it is (the runs' fifo index)."""
+
+KEYED_STEPS = """
+            SELECT id, concurrency_key FROM {steps}
+            WHERE id IN ({ids}) AND concurrency_key IS NOT NULL"""
+"""The keys of some steps (a key never changes: read without a lock)."""
+
+HAND_BACK_ONE = """
+            UPDATE {steps}
+            SET status = 'ready', due_at = ?, lease_token = NULL, lease_until = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'"""
+"""Hand back one keyed attempt (fenced): its row count says whether its key is released."""
+
+LOCK_STEPS = "SELECT id, status, concurrency_key FROM {steps} WHERE id IN ({ids}){for_update}"
+"""Lock a cancelled run's keyed steps, so no reclaim or claim changes them before they are
+cancelled: those locked running are the leases the cancel ends."""
 
 # -- schema -----------------------------------------------------------------------------------
 LEDGER_DDL = (

@@ -129,6 +129,8 @@ SQL_CAPABILITIES = frozenset(
         Cap.QUEUE,
         Cap.QUEUE_OVERRIDE,
         Cap.QUEUE_LIMIT_GLOBAL,
+        Cap.CONCURRENCY_KEY,
+        Cap.KEY_FIFO,
         Cap.PAUSE_QUEUE,
         Cap.PAUSE_WORKFLOW,
         Cap.DRAIN,

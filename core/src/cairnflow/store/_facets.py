@@ -544,6 +544,10 @@ KERNEL = Facet(
             Cap.RETRY_UNTIL,
             Cap.RETRY_MAX_ERRORS,
             Cap.DISCARD,
+            # Promises of claim, create_runs and every write that ends a lease:
+            # NewRun.keys and ClaimRequest.keys honoured (docs/claim.md, 4).
+            Cap.CONCURRENCY_KEY,
+            Cap.KEY_FIFO,
         }
     ),
 )

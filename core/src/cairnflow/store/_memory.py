@@ -58,6 +58,7 @@ from ._records import (
     AttemptState,
     ClaimedAttempt,
     ClaimRequest,
+    ConcurrencyKey,
     ExpiredAttempt,
     Failed,
     FinishResult,
@@ -109,6 +110,7 @@ class _Step:
     started_at: int | None = None
     finished_at: int | None = None
     heartbeat_at: int | None = None
+    key: ConcurrencyKey | None = None
 
 
 @dataclass(eq=False)
@@ -125,6 +127,7 @@ class _Run:
     seq: int
     closure: Callable[..., Any] | None
     forced: bool = False  # force_run: no pause holds the run (RunTiming)
+    fifo_key: str | None = None
     state: str = ACTIVE
     finished_at: int | None = None
     error: ErrorInfo | None = None
@@ -176,6 +179,8 @@ class MemoryStore(
         self._timed: dict[str, _Step] = {}  # scheduled, sleeping, waiting with a deadline
         self._tokens: dict[str, _Step] = {}  # every token ever issued that a holder may present
         self._active_keys: dict[tuple[str, str], str] = {}
+        self._fifo: dict[str, dict[str, _Run]] = {}
+        """The runs of each fifo key, in enqueue order (finished ones dropped from the front)."""
         self._seq = itertools.count()
         self._channel = f"memory:{id(self):x}"
 
@@ -254,9 +259,13 @@ class MemoryStore(
             run_at=new.run_at,
             seq=next(self._seq),
             closure=new.closure,
+            fifo_key=new.fifo_key,
             steps_left=len(new.steps),
         )
-        for step_id, spec in zip(new.step_ids, new.steps, strict=True):
+        if run.fifo_key is not None:
+            self._fifo.setdefault(run.fifo_key, {})[run.id] = run
+        keys = new.keys or (None,) * len(new.steps)
+        for step_id, spec, key in zip(new.step_ids, new.steps, keys, strict=True):
             root = not spec.parents
             step = _Step(
                 id=step_id,
@@ -269,6 +278,7 @@ class MemoryStore(
                 status=StepStatus.BLOCKED,
                 due_at=None,
                 seq=next(self._seq),
+                key=key,
             )
             run.steps[spec.name] = step
             if root:
@@ -324,7 +334,19 @@ class MemoryStore(
         ]
         due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
         claimed: list[ClaimedAttempt] = []
-        for step in due[:limit]:
+        running = self._running_keys() if request.keys else Counter[str]()
+        for step in due:
+            if len(claimed) >= limit:
+                break
+            key = step.key if request.keys else None
+            if key is not None:
+                # Cap.CONCURRENCY_KEY: the key's running attempts, counted under the lock;
+                # Cap.KEY_FIFO: only the key's oldest unfinished run is admitted.
+                if running[key.name] >= key.limit:
+                    continue
+                if step.run.fifo_key is not None and self._fifo_head(key.name) is not step.run:
+                    continue
+                running[key.name] += 1
             del self._ready[step.id]
             token = ids.new_token()
             step.status = StepStatus.RUNNING
@@ -354,6 +376,19 @@ class MemoryStore(
                 )
             )
         return claimed
+
+    def _running_keys(self) -> Counter[str]:
+        """Attempts running now per concurrency key, leases expired or not (lock held)."""
+        return Counter(s.key.name for s in self._running.values() if s.key is not None)
+
+    def _fifo_head(self, key: str) -> _Run | None:
+        """The oldest unfinished run of the fifo key ``key`` (lock held)."""
+        runs = self._fifo.get(key, {})
+        for run_id in list(runs):
+            if runs[run_id].state == ACTIVE:
+                return runs[run_id]
+            del runs[run_id]
+        return None
 
     def _held(self, token: str) -> tuple[_Step | None, AttemptState]:
         step = self._tokens.get(token)

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .._errors import DuplicateRun, RunNotFound, StepNotFound
-from .._models import ErrorInfo, Status, StepStatus
+from .._models import ErrorInfo, RunError, Status, StepStatus
 from ._records import ACTIVE, RETRYABLE, Reopened
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ class MemoryAdmin:
     _runs: dict[str, _Run]
     _ready: dict[str, _Step]
     _running: dict[str, _Step]
+    _errors: dict[str, list[RunError]]
+    _journal: dict[tuple[str, str, str], bytes]
     _timed: dict[str, _Step]
     _tokens: dict[str, _Step]
     _active_keys: dict[tuple[str, str], str]
@@ -103,6 +105,10 @@ class MemoryAdmin:
                     if step.token is not None:
                         self._tokens.pop(step.token, None)
                 del self._runs[run_id]
+                # Its rows elsewhere go with it: its error history and its steps' journal.
+                self._errors.pop(run_id, None)
+                for entry in [entry for entry in self._journal if entry[0] == run_id]:
+                    del self._journal[entry]
                 deleted.append(run_id)
         return deleted
 

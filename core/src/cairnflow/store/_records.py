@@ -26,6 +26,7 @@ __all__ = [
     "AttemptState",
     "ClaimRequest",
     "ClaimedAttempt",
+    "ConcurrencyKey",
     "ExpiredAttempt",
     "Failed",
     "FinishResult",
@@ -91,6 +92,21 @@ class NewStep:
 
 
 @dataclass(frozen=True, slots=True)
+class ConcurrencyKey:
+    """A step's concurrency key (``Cap.CONCURRENCY_KEY``), computed at enqueue.
+
+    At most ``limit`` attempts of steps carrying ``name`` run at once across every
+    client; with ``fifo`` (``Cap.KEY_FIFO``) the runs sharing the key run one after
+    the other, in enqueue order. Keys are one namespace across workflows: two
+    workflows giving the same name share its count (docs/claim.md, 4).
+    """
+
+    name: str
+    limit: int
+    fifo: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class NewRun:
     """A run to create, as the client prepared it from a :class:`cairnflow.Job` (or a
     schedule's tick): named, the payload encoded, the workflow's steps, queue and
@@ -118,12 +134,27 @@ class NewRun:
     labels: Mapping[str, str] = field(default_factory=dict)
     closure: Callable[..., Any] | None = None
     """A Python callable to run as the one step (``Cap.CLOSURE``; in-process stores only)."""
+    keys: tuple[ConcurrencyKey | None, ...] = ()
+    """The concurrency key of each step, in the order of ``steps`` (``Cap.CONCURRENCY_KEY``);
+    empty: no step has one. A fifo key (``Cap.KEY_FIFO``) is the same on every step."""
 
     def __post_init__(self) -> None:
         if len(self.step_ids) != len(self.steps):
             raise ValueError(
                 f"run {self.id!r} has {len(self.steps)} step(s) and {len(self.step_ids)} step id(s)"
             )
+        if self.keys and len(self.keys) != len(self.steps):
+            raise ValueError(
+                f"run {self.id!r} has {len(self.steps)} step(s) and {len(self.keys)} key(s)"
+            )
+
+    @property
+    def fifo_key(self) -> str | None:
+        """The run's fifo key (``Cap.KEY_FIFO``): the name of its steps' fifo key, if any."""
+        for key in self.keys:
+            if key is not None and key.fifo:
+                return key.name
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +189,10 @@ class ClaimRequest:
     lease_until: int
     node_id: str
     queues: tuple[QueueClaim, ...] = (QueueClaim(DEFAULT_QUEUE),)
+    keys: bool = False
+    """Honour the steps' concurrency keys (``Cap.CONCURRENCY_KEY``, ``Cap.KEY_FIFO``): set
+    by a client one of whose workflows declares one. False keeps the plain claim; steps
+    carrying a key are then claimed as if they carried none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,15 +23,24 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import pymysql
 
 from cairnflow import CairnError
-from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass, StatementLimit
+from cairnflow.sql import (
+    ClaimedRow,
+    ClaimPlan,
+    Cursor,
+    Dialect,
+    ErrorClass,
+    Statement,
+    StatementLimit,
+)
 
-from ._errors import classify_mysql_error, error_code
+from ._errors import classify_mysql_error
 from ._server import ServerVersion
 
 __all__ = ["MySQLDialect", "migration_lock_name", "packet_limit"]
@@ -67,6 +76,10 @@ def packet_limit(server: ServerVersion, max_allowed_packet: int) -> StatementLim
     return StatementLimit(max_allowed_packet, f"{product}'s max_allowed_packet", expansion=4)
 
 
+_APPLIED_ALREADY = frozenset({1060, 1061})
+"""ER_DUP_FIELDNAME, ER_DUP_KEYNAME: an ``ALTER TABLE ... ADD`` that ran before."""
+
+
 class MySQLDialect(Dialect):
     """MySQL 8.0.1+ and MariaDB 10.6+, through PyMySQL.
 
@@ -82,6 +95,7 @@ class MySQLDialect(Dialect):
     quote_char = "`"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    keep_existing = " ON DUPLICATE KEY UPDATE running = running"
     # A batch of outcomes locks its runs with a SELECT ... FOR UPDATE of the runs table alone,
     # by their unique id index, in id order. MariaDB cannot lock only one table of a join (no
     # FOR UPDATE OF); MySQL 8 can, but InnoDB locks rows as the join reads them, not in the
@@ -186,6 +200,41 @@ class MySQLDialect(Dialect):
             return []
         return self.lease_ids(cursor, plan, locked)
 
+    def lock_candidates(
+        self, cursor: Cursor, ready: Statement, still_ready: Callable[[Sequence[str]], Statement]
+    ) -> list[ClaimedRow]:
+        """A keyed claim's candidates, locked as :meth:`claim` locks its own (see there)."""
+        if self.sorts_claims_in_index:
+            return super().lock_candidates(cursor, ready, still_ready)
+        sql, params = ready
+        cursor.execute(self.sql(sql), params)
+        rows = list(cursor.fetchall())
+        if not rows:
+            return []
+        sql, params = still_ready([row[0] for row in rows])
+        cursor.execute(self.sql(sql), params)
+        locked = {row[0] for row in cursor.fetchall()}
+        return [row for row in rows if row[0] in locked]
+
+    def migration_statement(self, cursor: Cursor, statement: str) -> None:
+        """Run a migration's statement; an ``ALTER TABLE ... ADD COLUMN`` found applied is done.
+
+        DDL commits on its own, so a migrator can die after a statement and before
+        its ledger row, and MySQL 8 has no ``ADD COLUMN IF NOT EXISTS``. One
+        ``ALTER TABLE`` is atomic (all its columns and indexes, or none), so when
+        it is refused because its first column exists (1060) or its index does
+        (1061), an earlier run of it applied all of it.
+        """
+        try:
+            cursor.execute(statement)
+        except pymysql.err.MySQLError as error:
+            code = error.args[0] if error.args else None
+            ddl = re.sub(r"--[^\n]*", "", statement).strip().upper()  # the file's comments
+            if code in _APPLIED_ALREADY and ddl.startswith("ALTER TABLE") and "ADD COLUMN" in ddl:
+                log.info("a migration statement was applied already: %s", error)
+                return
+            raise
+
     def application_connection(self, tx: Any) -> pymysql.connections.Connection[Any]:
         """The application's PyMySQL connection, if the runs can be written atomically on it.
 
@@ -220,21 +269,6 @@ class MySQLDialect(Dialect):
                     f"this store's tables are in {self.database!r}"
                 )
         return tx
-
-    def migration_statement(self, cursor: Cursor, statement: str) -> None:
-        """Run a migration's statement; an ``ADD COLUMN`` that finds its column is done.
-
-        DDL commits on its own, and MySQL 8 has no ``ADD COLUMN IF NOT EXISTS``: a
-        migrator that died after adding a column, before its ledger row, leaves a
-        statement the next one runs again. Error 1060 (duplicate column name) then
-        means the column is there, as the file made it.
-        """
-        try:
-            cursor.execute(statement)
-        except pymysql.err.OperationalError as error:
-            if error_code(error) != DUPLICATE_COLUMN or "ADD COLUMN" not in statement:
-                raise
-            log.info("migration statement found its column added already: %s", error)
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:

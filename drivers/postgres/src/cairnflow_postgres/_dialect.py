@@ -257,6 +257,13 @@ class PostgresDialect(Dialect):
         cursor.execute(self.sql(sql), params)
         return lambda: list(cursor.fetchall())
 
+    def lock_candidates(
+        self, cursor: Cursor, ready: Statement, still_ready: Callable[[Sequence[str]], Statement]
+    ) -> list[ClaimedRow]:
+        """A keyed claim's candidates, read under the claim's settings (see :meth:`claim`)."""
+        _connection(cursor).cursor().execute(CLAIM_SETTINGS)
+        return super().lock_candidates(cursor, ready, still_ready)
+
     def application_connection(self, tx: Any) -> psycopg.Connection[Any]:
         """The application's psycopg connection, with a transaction open or about to open.
 
