@@ -255,7 +255,8 @@ class Journaling(Protocol):
     record of a key wins and is never changed; a record fenced by ``lease``
     (a lease token of :meth:`Store.claim`) writes only while that lease is
     held, in one transaction with the check, so a stale attempt records
-    nothing. Entries of a run go with the run when it is deleted.
+    nothing. A step's entries are one range of the key (scope: the run id), so a
+    path that deletes runs deletes theirs with them.
     """
 
     def read_journal(self, scope: str, step: str, name: str) -> bytes | None:
