@@ -395,8 +395,9 @@ class RunAdmin(Protocol):
       else :attr:`Reopened.STEP_NOT_FAILED` and nothing changed.
       :class:`~cairnflow.RunNotFound`, :class:`~cairnflow.StepNotFound`.
     * ``delete_runs``: delete those of ``run_ids`` that finished, with every
-      row of theirs (steps, kept signals); unfinished ones are left as they
-      are. Returns the ids deleted; unknown ids are ignored.
+      row of theirs (steps, kept signals, labels, error history, journal);
+      unfinished ones are left as they are. Returns the ids deleted; unknown
+      ids are ignored.
     * ``cancel_runs``: :meth:`~cairnflow.store.Store.cancel_run` for each of
       ``run_ids`` still unfinished; returns the ids cancelled.
     * ``cancel_step``: the step, if unfinished in an unfinished run, ends
