@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _baseline
 import _engines
+import _finding
 import _workloads
 from rich.console import Console
 from rich.table import Table
@@ -36,6 +37,7 @@ FULL = {
     "w6": 10000,
     "paused": 10000,
     "idle": 10.0,
+    "w7": 1_000_000,
 }
 QUICK = {
     "w1_single": 200,
@@ -47,6 +49,7 @@ QUICK = {
     "w6": 1000,
     "paused": 10000,
     "idle": 3.0,
+    "w7": 20_000,
 }
 TARGETS = {
     "sqlite": {"w2_ratio": 0.5},
@@ -109,6 +112,8 @@ def run_engine(
     emit({"engine": engine.name, "workload": "W5 footprint", **w5}, out)
     w6 = _workloads.w6_schedules(engine, stored=sizes["w6"], idle_seconds=sizes["idle"])
     emit({"engine": engine.name, "workload": "W6 schedules", **w6}, out)
+    w7 = _finding.w7_find(engine, runs=sizes["w7"])
+    emit({"engine": engine.name, "workload": "W7 find runs", **w7}, out)
 
 
 def table(records: list[dict[str, Any]]) -> Table:
@@ -193,6 +198,16 @@ def table(records: list[dict[str, Any]]) -> Table:
                 f"{r['pass_ms_stored']:.2f} ms with {r['stored']} stored",
                 f"{r['idle_statements_per_s_1000_schedules']:.1f} statements/s idle "
                 f"(16 workers, 1,000 schedules)",
+            )
+        elif name.startswith("W7"):
+            met = "target met" if r["prefix_ms"] < r["target_ms"] else "target missed"
+            view.add_row(
+                engine,
+                name,
+                f"newest 50 failed, label prefix: {r['prefix_ms']:.1f} ms among {r['runs']:,} "
+                f"runs ({met}: {r['target_ms']:.0f} ms)",
+                f"prefix of every run {r['common_prefix_ms']:.1f} ms, exact label "
+                f"{r['label_ms']:.1f} ms",
             )
         elif name == "skipped":
             view.add_row(engine, "skipped", r["reason"], "")

@@ -266,6 +266,30 @@ MUTANTS: tuple[Mutant, ...] = (
         "the limiter row is read, not locked: two claimers count the same running and both take",
         engines=("postgres",),
     ),
+    Mutant(
+        "journal-fence",
+        f"{SQL}/_journal.py",
+        "if held is not None and self._execute(cur, q.hold_step, held).fetchone() is None:",
+        "if held is None and lease is not None:",
+        "journal",
+        "a memo is recorded without checking the lease: a stale attempt's result is kept",
+    ),
+    Mutant(
+        "lock-expiry",
+        f"{SQL}/_locks.py",
+        "if held.token != token and held.expires_at > now:",
+        "if held.token != token:",
+        "locks",
+        "a lock never expires: one whose holder died is never taken again",
+    ),
+    Mutant(
+        "lock-release-any",
+        f"{SQL}/_statements.py",
+        'RELEASE_NAMED = "DELETE FROM {locks} WHERE name = ? AND token = ?"',
+        'RELEASE_NAMED = "DELETE FROM {locks} WHERE name = ? AND (token = ? OR 1 = 1)"',
+        "locks",
+        "unlock releases the lock whatever the token: a stale holder frees the new one's",
+    ),
 )
 
 

@@ -29,6 +29,9 @@ from chaos_workload import KEY_LABEL, Enqueuer, Recorder, nonce_of, workflows
 import cairnflow as cf
 from cairnflow.store import RunQuery
 
+_UNFINISHED = frozenset(s for s in cf.Status if not s.finished)
+"""Every active status: the runs not yet finished."""
+
 __all__ = ["ENGINES", "FULL", "Chaos", "Figures", "on"]
 
 FULL = pytest.mark.chaos_full
@@ -111,7 +114,7 @@ class Chaos:
 
     def active(self, limit: int) -> int:
         """How many runs are unfinished (counted up to ``limit``)."""
-        page = self.store.list_runs(RunQuery(states=frozenset({"active"}), limit=limit))
+        page = self.store.list_runs(RunQuery(statuses=_UNFINISHED, limit=limit))
         return len(page.runs)
 
     def run(

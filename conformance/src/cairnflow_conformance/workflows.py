@@ -19,16 +19,22 @@ from .traces import Traces
 
 __all__ = [
     "APPROVAL",
+    "BUDGET",
     "FANOUT",
     "HOLD",
     "LIMITED",
     "LIMITED_QUEUE",
+    "LOCKER",
+    "MEMO",
     "POISON",
     "approval",
+    "budget",
     "fanout",
     "hold",
     "limited",
+    "locker",
     "max_overlap",
+    "memo",
     "poison",
     "process_workflows",
 ]
@@ -39,6 +45,9 @@ POISON = "kit-poison"
 APPROVAL = "kit-approval"
 LIMITED = "kit-limited"
 LIMITED_QUEUE = "kit-q-limited"
+MEMO = "kit-memo"
+LOCKER = "kit-locker"
+BUDGET = "kit-budget"
 
 RELEASE = "release"
 """The flag that lets the first attempt of ``kit-hold``'s ``hold`` step return."""
@@ -160,6 +169,25 @@ def limited() -> cf.Workflow:
     return cf.Workflow(LIMITED, queue=LIMITED_QUEUE, steps=[cf.Step("work", work)])
 
 
+def budget() -> cf.Workflow:
+    """One step ``flaky`` that always raises, in a run allowed two errors, then discarded.
+
+    ``Cap.RETRY_MAX_ERRORS`` and ``Cap.DISCARD``: a worker that registers it
+    declares both (the kit's worker registers only what its store declares).
+    """
+
+    def flaky(ctx: cf.StepContext, data: Any) -> None:
+        _executed(ctx)
+        raise ConnectionError(f"attempt {ctx.attempt} failed")
+
+    policy = cf.RetryPolicy(
+        max_attempts=10,
+        backoff=cf.Backoff(initial=0.01, factor=1.0, max=0.01),
+        on_exhausted="discard",
+    )
+    return cf.Workflow(BUDGET, max_errors=2, steps=[cf.Step("flaky", flaky, retry=policy)])
+
+
 def max_overlap(spans: list[dict[str, Any]]) -> int:
     """The most ``span`` traces whose ``[start, end)`` intervals hold one instant."""
     events = sorted(
@@ -170,6 +198,53 @@ def max_overlap(spans: list[dict[str, Any]]) -> int:
         now += change
         most = max(most, now)
     return most
+
+
+def _charge(traces_dir: str, run_id: str, node: str) -> dict[str, Any]:
+    """The memoised call of ``kit-memo``: each call leaves a ``charge`` trace (on disk)."""
+    Traces(traces_dir).record("charge", run=run_id, node=node)
+    return {"charged_by": node, "pid": os.getpid()}
+
+
+def memo() -> cf.Workflow:
+    """One step that memoises a ``charge`` call, then (first attempt) waits for the release flag.
+
+    It traces ``phase="memoised"`` after ``ctx.memo`` returned, so a test kills
+    the process between the memo and the step's end; the next attempt's memo
+    must return the recorded result without calling ``_charge`` again.
+    """
+
+    def charge(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
+        traces = Traces.of(ctx.payload)
+        charged = ctx.memo("charge", _charge, str(traces.directory), ctx.run_id, ctx.node_id)
+        traces.record("exec", run=ctx.run_id, attempt=ctx.attempt, phase="memoised")
+        if ctx.attempt == 1:
+            traces.wait_for_flag(RELEASE, timeout=60)  # killed here
+        return {"memo": charged, "node": ctx.node_id, "attempt": ctx.attempt}
+
+    return cf.Workflow(MEMO, steps=[cf.Step("charge", charge)])
+
+
+def locker() -> cf.Workflow:
+    """One step that takes the named lock ``payload["lock"]`` for ``payload["ttl"]`` seconds.
+
+    It traces ``phase="ready"`` and waits for the ``go`` flag first (so steps on
+    several processes take the lock at once), then traces ``lock`` with the
+    token it got (None: held by another). With ``payload["hold"]`` a winner
+    then waits for the release flag, so a test can kill it holding the lock.
+    """
+
+    def take(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
+        traces = Traces.of(ctx.payload)
+        traces.record("exec", run=ctx.run_id, node=ctx.node_id, phase="ready")
+        traces.wait_for_flag("go", timeout=60)
+        token = ctx.lock(ctx.payload["lock"], float(ctx.payload["ttl"]))
+        traces.record("lock", run=ctx.run_id, node=ctx.node_id, token=token)
+        if token is not None and ctx.payload.get("hold"):
+            traces.wait_for_flag(RELEASE, timeout=60)  # killed here, holding the lock
+        return {"token": token, "node": ctx.node_id}
+
+    return cf.Workflow(LOCKER, steps=[cf.Step("take", take)])
 
 
 TICKER = "kit-ticker"
@@ -187,4 +262,4 @@ def ticker() -> cf.Workflow:
 
 def process_workflows() -> list[cf.Workflow]:
     """Fresh instances of every workflow a kit worker process runs."""
-    return [fanout(), hold(), poison(), approval(), limited()]
+    return [fanout(), hold(), poison(), approval(), limited(), memo(), locker(), budget()]

@@ -35,6 +35,7 @@ from ._errors import (
     DriverError,
     DuplicateRun,
     InvalidName,
+    InvalidQuery,
     LeaseLost,
     OutcomeRefused,
     OutcomeUnknown,
@@ -54,7 +55,18 @@ from ._errors import (
     ValueRefused,
     WaitTimeout,
 )
-from ._models import ErrorInfo, Job, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
+from ._fleet import HandedBack, Recycle, StopCause, StopReport
+from ._models import (
+    ErrorInfo,
+    Job,
+    RunError,
+    RunInfo,
+    RunRef,
+    Status,
+    StepInfo,
+    StepKind,
+    StepStatus,
+)
 from ._queues import QueueConfig
 from ._version import SPI_VERSION, __version__
 from .codec import Codec, JSONCodec
@@ -63,6 +75,7 @@ from .drivers import open_store
 from .notify import LocalNotifier, Notifier
 from .retry import NO_RETRY, Backoff, RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, Window
+from .state import Journal, Locks
 from .store import MemoryStore, SignalResult, Store
 from .workflow import DEFAULT_QUEUE, Sleep, Step, Wait, Workflow
 
@@ -81,11 +94,15 @@ __all__ = [
     "DuplicateRun",
     "Elector",
     "ErrorInfo",
+    "HandedBack",
     "InvalidName",
+    "InvalidQuery",
     "JSONCodec",
     "Job",
+    "Journal",
     "LeaseLost",
     "LocalNotifier",
+    "Locks",
     "MemoryStore",
     "Misfire",
     "Notifier",
@@ -95,7 +112,9 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "QueueConfig",
+    "Recycle",
     "RetryPolicy",
+    "RunError",
     "RunFailed",
     "RunInfo",
     "RunList",
@@ -118,6 +137,8 @@ __all__ = [
     "StepNotFound",
     "StepStatus",
     "StepTimeout",
+    "StopCause",
+    "StopReport",
     "Store",
     "StoreOpenError",
     "TickEvent",

@@ -52,6 +52,7 @@ class Cap(StrEnum):
     CONCURRENCY_KEY = "concurrency_key", "At most N attempts per concurrency key run at once."
     RATE_LIMIT = "rate_limit", "Attempts are admitted at most N per window, across clients."
     JOURNAL = "journal", "Memoised results inside a step survive a crash and a retry."
+    LOCKS = "locks", "Named locks with a time to live, across every client."
     LEADER_ELECTION = "leader_election", "One elected client fires schedules and does housekeeping."
     ARCHIVE = "archive", "Finished runs are moved to cold tables instead of deleted."
     DATABASE_CLOCK = (
@@ -106,3 +107,11 @@ class Cap(StrEnum):
     SHUTDOWN_REQUEUE = "shutdown_requeue", "A stopping client reports the attempts it handed back."
     FORCE_RUN = "force_run", "A delayed or paused run can be started now."
     LABEL_PREFIX = "label_prefix", "Runs can be searched by label, exactly and by prefix."
+    SERVERS = (
+        "servers",
+        "Every started client keeps a heartbeat row; live and lately dead servers are listed.",
+    )
+    STATS = (
+        "stats",
+        "Run, step and queue counts and throughput per minute are read from the store's indexes.",
+    )

@@ -24,6 +24,7 @@ __all__ = [
     "DuplicateRun",
     "ErrorInfo",
     "InvalidName",
+    "InvalidQuery",
     "LeaseLost",
     "OutcomeRefused",
     "OutcomeUnknown",
@@ -246,6 +247,10 @@ class RunFailed(CairnError):
 
 class InvalidName(CairnError, ValueError):
     """A name or identifier breaks its rule; the message names the rule."""
+
+
+class InvalidQuery(CairnError, ValueError):
+    """A run filter (:class:`cairnflow.store.RunQuery`) is malformed; the message names it."""
 
 
 class DriverError(CairnError):

@@ -14,6 +14,7 @@ from .clock import from_ns
 __all__ = [
     "ErrorInfo",
     "Job",
+    "RunError",
     "RunInfo",
     "RunRef",
     "Status",
@@ -159,6 +160,46 @@ class StepInfo:
     def heartbeat_at(self) -> datetime | None:
         """When the step last heartbeat (UTC)."""
         return None if self.heartbeat_at_ns is None else from_ns(self.heartbeat_at_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class RunError:
+    """One failed attempt of a run, as its error history keeps it (``Cap.ERROR_HISTORY``).
+
+    A run keeps the errors of its last N failed attempts (``error_history``,
+    default 20), newest first when read (:meth:`cairnflow.Client.errors`).
+    ``seq`` numbers a run's recorded errors from 1, in the order they were
+    recorded. A step that failed and later succeeded keeps its errors here,
+    as history; its output is still its result.
+    """
+
+    seq: int
+    step: str
+    attempt: int
+    node: str | None
+    at_ns: int
+    """When the failure was recorded (Unix nanoseconds, the recording client's clock)."""
+    error: ErrorInfo
+
+    @property
+    def type(self) -> str:
+        """The exception's type name."""
+        return self.error.type
+
+    @property
+    def message(self) -> str:
+        """The exception's message."""
+        return self.error.message
+
+    @property
+    def traceback(self) -> str | None:
+        """The formatted traceback, when there was one."""
+        return self.error.traceback
+
+    @property
+    def at(self) -> datetime:
+        """When the failure was recorded (UTC)."""
+        return from_ns(self.at_ns)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Codec", "JSONCodec"]
+from ._errors import PayloadTooLarge
+
+__all__ = ["Codec", "JSONCodec", "encode_within"]
 
 
 @runtime_checkable
@@ -60,3 +62,24 @@ class JSONCodec:
 
 _BOMS = (b"\xef", b"\xfe", b"\xff")
 """First bytes of the byte order marks ``json.loads`` recognises."""
+
+
+def encode_within(codec: Codec, value: object, what: str, limit: int | None) -> bytes:
+    """``value`` encoded by ``codec``, within ``limit`` bytes (None: no limit).
+
+    The one check of every value a client writes (payloads, signal payloads,
+    step outputs, progress, memoised results): ``TypeError`` naming ``what``
+    when the codec cannot encode it (a value nested too deep included), and
+    :class:`~cairnflow.PayloadTooLarge` when it is over ``limit``.
+    """
+    try:
+        data = codec.encode(value)
+    except PayloadTooLarge:
+        raise
+    except (TypeError, ValueError, RecursionError) as error:
+        reason = "it is nested too deep" if isinstance(error, RecursionError) else str(error)
+        message = f"{what} cannot be encoded by the {codec.name} codec: {reason}"
+        raise TypeError(message) from error
+    if limit is not None and len(data) > limit:
+        raise PayloadTooLarge(len(data), limit, what)
+    return data

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import Cancelled
+
+if TYPE_CHECKING:
+    from .state import Locks
 
 __all__ = ["Cancellation", "StepContext"]
 
@@ -16,6 +19,12 @@ class _AttemptControl(Protocol):
     def heartbeat(self) -> None: ...
 
     def progress(self, value: Any) -> None: ...
+
+    def memo(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
+
+    def locks(self, what: str) -> Locks: ...
 
 
 class Cancellation(Protocol):
@@ -142,6 +151,39 @@ class StepContext:
         step runs. Needs ``Cap.PROGRESS``.
         """
         self._control.progress(value)
+
+    def memo(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` once for this step of this run, whatever its attempts.
+
+        The first call runs ``fn`` and records its result (encoded by the
+        client's codec, within its payload limit) under (run, step, ``name``);
+        a later attempt of the step (a retry, or a retake after a crash, on any
+        node) gets the recorded result without calling ``fn``. The value
+        returned is the codec's reading of what was recorded, the first time as
+        every later time. Only the attempt that holds the step's lease records:
+        a stale one (its step retaken or its run cancelled) gets
+        :class:`~cairnflow.LeaseLost` after ``fn`` ran, nothing is recorded and
+        its outcome is not written. An exception of ``fn`` records nothing.
+        Needs ``Cap.JOURNAL``.
+        """
+        return self._control.memo(name, fn, args, kwargs)
+
+    def lock(self, name: str, ttl: float) -> str | None:
+        """Take the named lock ``name`` for ``ttl`` seconds: its token, or None while held.
+
+        The lock is a row with an expiry, shared by every client of the store
+        (:class:`~cairnflow.Locks`); it is not released when the step ends:
+        :meth:`unlock` it, or let it expire. Needs ``Cap.LOCKS``.
+        """
+        return self._control.locks("ctx.lock()").lock(name, ttl)
+
+    def unlock(self, name: str, token: str) -> bool:
+        """Release ``name`` if ``token`` holds it; False otherwise. Needs ``Cap.LOCKS``."""
+        return self._control.locks("ctx.unlock()").unlock(name, token)
+
+    def extend_lock(self, name: str, token: str, ttl: float) -> bool:
+        """Hold ``name`` ``ttl`` seconds from now; False if ``token`` lost it (``Cap.LOCKS``)."""
+        return self._control.locks("ctx.extend_lock()").extend_lock(name, token, ttl)
 
     def __repr__(self) -> str:
         return (

@@ -152,7 +152,11 @@ class Workflow:
 
     ``queue`` is where its steps are claimed from, ``priority`` orders its
     steps against others on that queue (higher first), and ``retry`` and
-    ``timeout`` are the defaults for its steps.
+    ``timeout`` are the defaults for its steps. ``max_errors`` bounds the failed
+    attempts of a whole run: once its steps together failed that many, none is
+    retried again (the run fails, or is discarded by the step's policy).
+    ``error_history`` is how many errors of its last failed attempts each run
+    keeps (None: the client's setting, 0: none).
     """
 
     def __init__(
@@ -165,8 +169,25 @@ class Workflow:
         timeout: float | None = None,
         priority: int = 0,
         description: str | None = None,
+        max_errors: int | None = None,
+        error_history: int | None = None,
     ) -> None:
         self.name = check_name("workflow", name)
+        self.max_errors = (
+            None
+            if max_errors is None
+            else check_int(f"max_errors of workflow {name!r}", max_errors, minimum=1)
+        )
+        """``Cap.RETRY_MAX_ERRORS``: a run's retries stop once its steps failed this many
+        attempts together (counted by the store as it records each failure)."""
+        self.error_history = (
+            None
+            if error_history is None
+            else check_int(
+                f"error_history of workflow {name!r}", error_history, minimum=0, maximum=10_000
+            )
+        )
+        """``Cap.ERROR_HISTORY``: the errors each run keeps (None: the client's setting)."""
         self.queue = check_name("queue", queue)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"workflow {name!r}: retry must be a RetryPolicy, got {retry!r}")
@@ -420,10 +441,19 @@ class Workflow:
             elif step.kind is StepKind.WAIT:
                 needs.setdefault(Cap.SIGNAL, f"wait step {step.name!r}")
             else:
-                if self.retry_for(step).retries:
+                policy = self.retry_for(step)
+                if policy.retries:
                     needs.setdefault(Cap.RETRY, f"the retry policy of step {step.name!r}")
+                if policy.until is not None:
+                    needs.setdefault(Cap.RETRY_UNTIL, f"the retry deadline of step {step.name!r}")
+                if policy.discards:
+                    needs.setdefault(Cap.DISCARD, f"the retry policy of step {step.name!r}")
                 if self.timeout_for(step) is not None:
                     needs.setdefault(Cap.STEP_TIMEOUT, f"the timeout of step {step.name!r}")
+        if self.error_history:
+            needs.setdefault(Cap.ERROR_HISTORY, f"error_history of workflow {self.name!r}")
+        if self.max_errors is not None:
+            needs.setdefault(Cap.RETRY_MAX_ERRORS, f"max_errors of workflow {self.name!r}")
         for name, declared in self._schedules.items():
             # The most specific capability first: a store without any of them is told
             # about the one this declaration asks for beyond plain cron.

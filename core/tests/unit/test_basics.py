@@ -58,10 +58,55 @@ class TestRetryPolicy:
         assert cf.NO_RETRY.retries is False
         assert cf.RetryPolicy().next_delay(RuntimeError(), 1, 0.5) is None
 
-    @pytest.mark.parametrize("bad", [0, -1, 1.5])
+    @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
     def test_invalid_max_attempts(self, bad: int) -> None:
         with pytest.raises(ValueError, match="max_attempts"):
             cf.RetryPolicy(max_attempts=bad)
+
+    def test_until_is_a_deadline_or_a_span_after_the_run_start(self) -> None:
+        at = datetime(2030, 1, 1, tzinfo=UTC)
+        absolute = cf.RetryPolicy(until=at)
+        assert (absolute.deadline_ns, absolute.window_ns) == (int(at.timestamp()) * 10**9, None)
+        assert cf.RetryPolicy(until=1.5).window_ns == 1_500_000_000
+        assert cf.RetryPolicy(until=timedelta(minutes=1)).window_ns == 60 * 10**9
+        assert cf.RetryPolicy().deadline_ns is None
+
+    @pytest.mark.parametrize(
+        "bad", [0, -1, float("inf"), True, "60", timedelta(0), datetime(2030, 1, 1)]
+    )
+    def test_invalid_until(self, bad: object) -> None:
+        with pytest.raises(ValueError, match="until"):
+            cf.RetryPolicy(until=bad)  # type: ignore[arg-type]
+
+    def test_on_exhausted_discards_only_what_ran_out_of_retries(self) -> None:
+        policy = cf.RetryPolicy(max_attempts=3, on_exhausted="discard")
+        assert policy.discards
+        assert policy.permanent(cf.Permanent(RuntimeError("x")))
+        assert not policy.permanent(RuntimeError("x"))
+        assert not cf.RetryPolicy().discards
+        with pytest.raises(ValueError, match="on_exhausted"):
+            cf.RetryPolicy(on_exhausted="drop")  # type: ignore[arg-type]
+
+    def test_a_failure_judged_by_the_store(self) -> None:
+        error = cf.ErrorInfo("E", "m")
+        assert not cf.store.Failed(error, retry_at=5).judged
+        budget = cf.store.Failed(error, retry_at=5, max_errors=3)
+        assert budget.judged
+        assert budget.retry_stands(run_at=0, failures=1)
+        assert not budget.retry_stands(run_at=0, failures=2)  # this failure is the third
+        assert cf.store.Failed(error, retry_at=5, retry_deadline=5).retry_stands(0, 0)
+        assert not cf.store.Failed(error, retry_at=6, retry_deadline=5).retry_stands(0, 0)
+        assert not cf.store.Failed(error, retry_at=6, retry_window=5).retry_stands(0, 0)
+        assert cf.store.Failed(error, retry_at=6, retry_window=5).retry_stands(1, 0)
+        assert cf.store.Failed(error, discard=True).final_status is cf.Status.DISCARDED
+        assert cf.store.Failed(error).final_status is cf.Status.FAILED
+
+    def test_max_errors_of_a_workflow(self) -> None:
+        wf = cf.Workflow("w", max_errors=2, steps=[cf.Step("a", lambda c, d: d)])
+        assert wf.required_capabilities() == {cf.Cap.RETRY_MAX_ERRORS: "max_errors of workflow 'w'"}
+        for bad in (0, True, 1.5):
+            with pytest.raises(ValueError, match="max_errors"):
+                cf.Workflow("w", max_errors=bad)  # type: ignore[arg-type]
 
 
 def test_permanent_wraps_and_records_the_inner_error() -> None:
@@ -114,16 +159,36 @@ def test_an_attempts_cancel_event_is_made_on_first_use_and_never_misses_a_cancel
     after.cancel()  # cancelled before anyone asked for the event
     assert after.cancelled and after.cancel_event.is_set()
     ctx = cf.StepContext(
-        run_id="r", workflow="w", step="a", attempt=1, payload=None, parents={}, labels={},
-        node_id="n", queue="q", deadline=None, cancel_event=after, control=None,  # type: ignore[arg-type]
+        run_id="r",
+        workflow="w",
+        step="a",
+        attempt=1,
+        payload=None,
+        parents={},
+        labels={},
+        node_id="n",
+        queue="q",
+        deadline=None,
+        cancel_event=after,
+        control=None,  # type: ignore[arg-type]
     )
     assert ctx.cancelled and ctx.cancel_event is after.cancel_event
     with pytest.raises(cf.Cancelled):
         ctx.raise_if_cancelled()
     plain = threading.Event()
     own = cf.StepContext(
-        run_id="r", workflow="w", step="a", attempt=1, payload=None, parents={}, labels={},
-        node_id="n", queue="q", deadline=None, cancel_event=plain, control=None,  # type: ignore[arg-type]
+        run_id="r",
+        workflow="w",
+        step="a",
+        attempt=1,
+        payload=None,
+        parents={},
+        labels={},
+        node_id="n",
+        queue="q",
+        deadline=None,
+        cancel_event=plain,
+        control=None,  # type: ignore[arg-type]
     )
     assert not own.cancelled
     plain.set()
@@ -219,7 +284,7 @@ def test_sql_identifiers_are_validated(bad: str) -> None:
 
 
 def test_every_capability_is_documented_in_one_line() -> None:
-    assert len(cf.Cap) == 61
+    assert len(cf.Cap) == 64  # LOCKS (#16), STATS and SERVERS (#17)
     for cap in cf.Cap:
         assert cap.value == cap.name.lower()
         assert cap.doc and "\n" not in cap.doc and cap.doc.endswith(".")

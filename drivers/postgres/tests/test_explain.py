@@ -20,8 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from cairnflow import Status
 from cairnflow.sql import TABLES, Statement
-from cairnflow.store import ClaimRequest, QueueClaim
+from cairnflow.store import ClaimRequest, QueueClaim, RunQuery
 from cairnflow_postgres import PostgresStore
 from cairnflow_postgres._dialect import CLAIM_SETTINGS
 
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.timeout(240)
 FINISHED = 100_000
 NOW = 1_800_000_000_000_000_000
 TOKEN = "0" * 32
+UNFINISHED = frozenset(s for s in Status if not s.finished)
 
 
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -53,7 +55,8 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 INSERT INTO {t.runs} (id, workflow, queue, priority, state, payload, idem_key,
                     active_key, labels, steps_left, created_at, run_at, finished_at)
                 SELECT 'run_' || g, 'w' || (g %% 5), 'default', 0,
-                    CASE WHEN g <= %(finished)s THEN 'succeeded' ELSE 'active' END,
+                    CASE WHEN g > %(finished)s THEN 'active'
+                         WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END,
                     '\\x7b7d'::bytea, 'k' || g,
                     CASE WHEN g <= %(finished)s THEN NULL ELSE 'k' || g END,
                     '{{}}', CASE WHEN g <= %(finished)s THEN 0 ELSE 3 END,
@@ -89,6 +92,24 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 FROM generate_series(1, %(finished)s + 60) AS g
                 CROSS JOIN (VALUES ('a', 0), ('b', 1), ('c', 2)) AS s (name, pos)""",
                 {"finished": FINISHED, "now": NOW, "token": TOKEN},
+            )
+            # 5,000 servers seen over two days (Cap.SERVERS): a listing reads the last hour's.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.servers} (node, host, pid, queues, workers, version,
+                    started_at, seen_at, beat_every)
+                SELECT 'node_' || g, 'host', g, '[]', 8, 'v', %(now)s - g * 40000000000,
+                    %(now)s - g * 35000000000, 10000000000
+                FROM generate_series(1, 5000) AS g""",
+                {"now": NOW},
+            )
+            # A label on every run (1,000 tenants), in the label index (Cap.LABEL_PREFIX).
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.run_labels} (run_id, name, value, created_at)
+                SELECT 'run_' || g, 'tenant', 'acme-' || (g %% 1000), %(now)s - g
+                FROM generate_series(1, %(finished)s + 60) AS g""",
+                {"finished": FINISHED, "now": NOW},
             )
             admin_conn.execute(
                 f"""
@@ -133,13 +154,51 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 CROSS JOIN (VALUES ('queue'), ('workflow')) AS k (kind)""",
                 {"now": NOW},
             )
+            # 5,000 memoised results of 1,000 runs, and 5,000 named locks: by primary key.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.journal} (scope, step, name, value, recorded_at)
+                SELECT 'run_' || g, 'a', 'memo_' || k, '\\x7b7d'::bytea, %(now)s
+                FROM generate_series(1, 1000) AS g CROSS JOIN generate_series(1, 5) AS k""",
+                {"now": NOW},
+            )
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.locks} (name, token, taken_at, expires_at)
+                SELECT 'lock_' || g, 'secret', %(now)s, %(now)s
+                FROM generate_series(1, 5000) AS g""",
+                {"now": NOW},
+            )
             # 1,000 limited queues: a limited claim locks its queue's row by the primary key.
             admin_conn.execute(
                 f"""
                 INSERT INTO {t.limits} (kind, name)
                 SELECT 'queue', 'limited_' || g FROM generate_series(1, 1000) AS g"""
             )
-        tables = (t.runs, t.steps, t.signals, t.schedules, t.ticks, t.leaders, t.pauses, t.limits)
+            # 20 recorded errors of each of 10,000 runs (a history full at its default bound).
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.errors} (run_id, seq, step, attempt, node, at, error)
+                SELECT 'run_' || g, k, 'a', k, 'node', %(now)s, '{{}}'
+                FROM generate_series(%(finished)s - 9995, %(finished)s + 5) AS g
+                CROSS JOIN generate_series(1, 20) AS k""",
+                {"now": NOW, "finished": FINISHED},
+            )
+        tables = (
+            t.runs,
+            t.steps,
+            t.signals,
+            t.schedules,
+            t.ticks,
+            t.leaders,
+            t.pauses,
+            t.limits,
+            t.journal,
+            t.locks,
+            t.errors,
+            t.run_labels,
+            t.servers,
+        )
         for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
         yield store
@@ -151,6 +210,7 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
 def _statements(store: PostgresStore) -> dict[str, Statement]:
     """Every statement the engine runs while it works, with realistic values."""
     q = store._queries  # the SQL layer's statements, as the store runs them
+    t = store._timing.queries
     hot_run, hot_step = f"run_{FINISHED + 5}", f"step_{FINISHED + 5}_0"
     workflows = ["w0", "w1", "w2", "w3", "w4"]
     claim = q.claim_plan(
@@ -201,17 +261,42 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "resolve_wait": (q.resolve_wait, (b"{}", NOW, hot_step)),
         "get_run": (q.get_run, (hot_run,)),
         "get_steps": (q.get_steps, (hot_run,)),
-        "list_runs": q.list_runs(workflow=None, states=None, before_seq=None, limit=51),
-        "list_runs, next page": q.list_runs(
-            workflow=None, states=None, before_seq=FINISHED // 2, limit=51
+        "list_runs": q.list_runs(RunQuery(), before_seq=None, limit=51),
+        "list_runs, next page": q.list_runs(RunQuery(), before_seq=FINISHED // 2, limit=51),
+        "list_runs by workflow": q.list_runs(RunQuery(workflow="w3"), before_seq=None, limit=51),
+        "list_runs by queue": q.list_runs(RunQuery(queue="default"), before_seq=None, limit=51),
+        "list_runs, unfinished": q.list_runs(
+            RunQuery(statuses=UNFINISHED, now=NOW), before_seq=None, limit=51
         ),
-        "list_runs by workflow": q.list_runs(workflow="w3", states=None, before_seq=None, limit=51),
-        "list_runs, active only": q.list_runs(
-            workflow=None, states=["active"], before_seq=None, limit=51
+        "list_runs, queued": q.list_runs(
+            RunQuery(statuses=frozenset({Status.QUEUED}), now=NOW), before_seq=None, limit=51
         ),
         "list_runs, failed only": q.list_runs(
-            workflow="w1", states=["failed"], before_seq=None, limit=51
+            RunQuery(workflow="w1", statuses=frozenset({Status.FAILED})), before_seq=None, limit=51
         ),
+        "list_runs, label": q.list_runs(
+            RunQuery(labels={"tenant": "acme-7"}), before_seq=None, limit=51
+        ),
+        "list_runs, failed, label prefix": q.list_runs(
+            RunQuery(statuses=frozenset({Status.FAILED}), label_prefix=("tenant", "acme-12")),
+            before_seq=None,
+            limit=51,
+        ),
+        "count_runs, failed, label prefix": q.count_runs(
+            RunQuery(statuses=frozenset({Status.FAILED}), label_prefix=("tenant", "acme-12"))
+        ),
+        "stats: steps now": (store._stats._steps_now, ()),
+        "stats: active runs": (store._stats._active_runs, ()),
+        "stats: ended runs": (  # a window holding 1.5% of the history (it all ended in 0.1 ms)
+            store._stats._ended_runs,
+            (NOW - 500, 60 * 10**9, NOW - 500),
+        ),
+        "servers: heartbeat": (
+            store._servers._update,
+            ("h", 1, "[]", 1, "v", NOW, NOW, 10**9, "node_7"),
+        ),
+        "servers: list": (store._servers._list, (NOW - 3600 * 10**9,)),
+        "servers: prunable": (store._servers._prunable, (NOW - 24 * 3600 * 10**9, 100)),
         "step_counts": q.step_counts([hot_run, f"run_{FINISHED - 3}"]),
         "holder_of_key": q.holder_of_key("w0", [f"k{FINISHED + 5}"]),
         "runs_named": q.runs_named([hot_run, f"run_{FINISHED - 3}"]),
@@ -239,6 +324,30 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         # in the queue's range of the running steps alone.
         "lock_limiter": (q.lock_limiter, ("queue", "limited_7")),
         "count_running": (q.count_running, ("default",)),
+        # Durable step state: a memo's probe and its fence (the attempt's step row), a
+        # lock's take, extension and release, each by a primary key.
+        "read_journal": (q.read_journal, (hot_run, "a", "memo_7")),
+        "hold_step": (q.hold_step, (hot_step, "secret")),
+        "lock_named": (q.lock_named, ("lock_7",)),
+        "take_named": (q.take_named, ("secret", NOW, NOW, "lock_7")),
+        "extend_named": (q.extend_named, (NOW, "lock_7", "secret", NOW)),
+        "release_named": (q.release_named, ("lock_7", "secret")),
+        # Run timing: a reschedule or a force locks its run (lock_run) and writes its steps by
+        # id; the next due time stops at the first row of the ready, due and running indexes.
+        "run_steps": (t.run_steps, (hot_run,)),
+        "move_start": t.move_start("scheduled", NOW, [hot_step, f"step_{FINISHED + 9}_0"]),
+        "run_at": (t.run_at, (NOW, hot_run)),
+        "force_ready": t.force_ready(NOW, [hot_step]),
+        "force_pass": t.force_pass([hot_step, f"step_{FINISHED + 9}_0"]),
+        "due_ready": t.due_ready(workflows, ["default", "mail"]),
+        "next_timed": t.next_timed(workflows, ["default", "mail"]),
+        "next_expiry": t.next_expiry(workflows),
+        # Failure policies and error history: a failure reads its run's steps through the
+        # (run_id, name) key and its range of the errors' primary key.
+        "run_failures": (q.run_failures, (hot_run,)),
+        "last_error": (store._errors.last_error, (hot_run,)),
+        "trim_errors": (store._errors.trim_errors, (hot_run, 3)),
+        "run_errors": (store._errors.run_errors_of, (hot_run,)),
     }
     return statements
 
@@ -288,7 +397,37 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("claim", "claim, one workflow", "find_pause", "delete_pause"):
         assert f"{prefix}pauses_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}limits_pkey" in indexes["lock_limiter"]
+    assert f"{prefix}journal_pkey" in indexes["read_journal"]
+    assert f"{prefix}steps_pkey" in indexes["hold_step"], indexes["hold_step"]
+    for name in ("lock_named", "take_named", "extend_named", "release_named"):
+        assert f"{prefix}locks_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
+    # The next due time: three ranges of the hot indexes, each stopped at its first row.
+    assert f"{prefix}steps_ready" in indexes["due_ready"], indexes["due_ready"]
+    assert f"{prefix}pauses_pkey" in indexes["due_ready"], indexes["due_ready"]
+    assert f"{prefix}steps_due" in indexes["next_timed"], indexes["next_timed"]
+    assert f"{prefix}steps_running" in indexes["next_expiry"], indexes["next_expiry"]
+    for name in ("last_error", "trim_errors", "run_errors"):
+        assert f"{prefix}errors_pkey" in indexes[name], (name, indexes[name])
+    assert f"{prefix}steps_run_name" in indexes["run_failures"], indexes["run_failures"]
+    # A dashboard's counts read the hot indexes and the window of finished runs only.
+    for index in ("steps_ready", "steps_running_queue", "steps_due"):
+        assert f"{prefix}{index}" in indexes["stats: steps now"], indexes["stats: steps now"]
+    assert f"{prefix}runs_finished" in indexes["stats: ended runs"], indexes["stats: ended runs"]
+    assert f"{prefix}servers_pkey" in indexes["servers: heartbeat"]
+    for name in ("servers: list", "servers: prunable"):
+        assert f"{prefix}servers_seen" in indexes[name], (name, indexes[name])
+    # Labels are found in the label index, never in the runs' JSON.
+    labelled = (
+        "list_runs, label",
+        "list_runs, failed, label prefix",
+        "count_runs, failed, label prefix",
+    )
+    for name in labelled:
+        assert indexes[name] & {f"{prefix}run_labels_value", f"{prefix}run_labels_pkey"}, (
+            name,
+            indexes[name],
+        )
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

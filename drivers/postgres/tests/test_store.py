@@ -33,6 +33,11 @@ MIGRATIONS = [
     "004_queues",
     "005_pauses",
     "006_limits",
+    "007_state",
+    "008_forced",
+    "009_errors",
+    "010_run_labels",
+    "011_servers",
 ]
 
 
@@ -161,7 +166,8 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits are",
+        match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
+        r"008_forced, 009_errors, 010_run_labels, 011_servers are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -176,7 +182,8 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     new = make_store(prefix=old.tables.prefix, migrate=False)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits are",
+        match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
+        r"008_forced, 009_errors, 010_run_labels, 011_servers are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]

@@ -86,6 +86,9 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_leaders",
             "app_pauses",
             "app_limits",
+            "app_journal",
+            "app_locks",
+            "app_errors",
             "app_migrations",
         ]
     finally:

@@ -51,6 +51,68 @@ def test_run_ids_are_never_cut_at_80_columns(tmp_path: Path) -> None:
     assert ref.id in shown.stdout
 
 
+def test_runs_are_filtered_counted_and_paged_from_the_command_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    wf = cf.Workflow("listed", steps=[cf.Step("a", lambda c, d: d)])
+    client = cf.Client(store)
+    client.register(wf)
+    refs = [client.enqueue(wf, n, labels={"tenant": f"acme-{n}"}) for n in range(12)]
+    other = client.enqueue(wf, 99, labels={"tenant": "zeta"}, queue="slow")
+    store.close()
+    listed = cairn("runs", url, "--label-prefix", "tenant=acme-1", "--count", "--json")
+    assert listed.returncode == 0, listed.stderr
+    *rows, tail = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [refs[11].id, refs[10].id, refs[1].id]
+    assert tail == {"cursor": None, "total": 3}
+    assert rows[0]["status"] == "queued"
+    first = cairn("runs", url, "--status", "queued", "--limit", "5", "--json", "--since", "1h")
+    *page, tail = [json.loads(line) for line in first.stdout.splitlines()]
+    assert len(page) == 5
+    assert tail["cursor"] is not None
+    rest = cairn("runs", url, "--status", "queued", "--limit", "50", "--cursor", tail["cursor"])
+    assert rest.returncode == 0, rest.stderr
+    assert refs[0].id in rest.stdout
+    assert other.id not in rest.stdout
+    by_queue = cairn("runs", url, "--queue", "slow", "--label", "tenant=zeta", "--json")
+    assert json.loads(by_queue.stdout.splitlines()[0])["id"] == other.id
+    bad = cairn("runs", url, "--status", "finished")
+    assert bad.returncode == 2
+    assert "unknown run status 'finished'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert cairn("runs", url, "--label-prefix", "tenant").returncode == 2
+
+
+def test_stats_are_printed_for_people_and_scripts(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    wf = cf.Workflow("counted", steps=[cf.Step("a", lambda c, d: d)])
+    client = cf.Client(store)
+    client.register(wf)
+    for n in range(3):
+        client.enqueue(wf, n, queue="mail")
+    store.close()
+    shown = cairn("stats", url)
+    assert shown.returncode == 0, shown.stderr
+    assert "mail" in shown.stdout
+    figures = json.loads(cairn("stats", url, "--json", "--hours", "2").stdout)
+    (mail,) = figures["queues"]
+    assert (mail["queue"], mail["queued"], mail["running"]) == ("mail", 3, 0)
+    assert len(figures["throughput"]) == 120
+    assert cairn("stats", url, "--bucket", "0").returncode == 2
+    assert cairn("servers", url).returncode == 1  # no client is live
+    store = cf.open_store(url)
+    with cf.Client(store, queues=["mail"]) as worker:
+        worker.register(wf)
+        listed = cairn("servers", url, "--json")
+        assert listed.returncode == 0, listed.stderr
+        (live,) = json.loads(listed.stdout)["live"]
+        assert (live["node"], live["queues"]) == (worker.node_id, ["mail"])
+    store.close()
+
+
 def test_reading_a_prefix_never_migrated_says_so_without_a_traceback(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     never = [["runs", url], ["show", url, "run_0"], ["pauses", url], ["retry", url, "run_0"]]
@@ -212,6 +274,38 @@ def test_an_invalid_queues_option_is_refused_with_status_2(tmp_path: Path) -> No
         assert "Invalid value for '--queues'" in result.stderr and message in result.stderr
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "flows.db").exists()  # refused before the store was opened
+
+
+def test_a_run_is_forced_rescheduled_and_the_next_due_time_read(tmp_path: Path) -> None:
+    (tmp_path / "flows.py").write_text(
+        textwrap.dedent(FLOWS).replace('echo.schedule("nightly"', 'dict(name="nightly"')
+    )
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    store = cf.open_store(url)
+    client = cf.Client(store)
+    client.register(cf.Workflow("cli-echo", steps=[cf.Step("echo", lambda ctx, data: data)]))
+    ref = client.enqueue("cli-echo", 1, delay=7200)
+    stored = store.get_run(ref.id)
+    assert stored is not None
+    due_at = stored.steps[0].due_at
+    delayed = cairn("due", url, "--app", "flows:workflows", cwd=tmp_path)
+    assert delayed.stdout.strip().endswith(f"({due_at})"), delayed.stdout + delayed.stderr
+    forced = cairn("run", "force", url, ref.id)
+    assert (forced.returncode, forced.stdout.strip()) == (0, f"forced {ref.id}"), forced.stderr
+    assert cairn("due", url, "--app", "flows:workflows", cwd=tmp_path).stdout.strip() == "now"
+    moved = cairn("run", "reschedule", url, ref.id, "--at", "4102444800000000000")
+    assert (moved.returncode, moved.stdout.strip()) == (0, f"rescheduled {ref.id}"), moved.stderr
+    due = cairn("due", url, "--app", "flows:workflows", cwd=tmp_path)
+    assert due.stdout.strip() == "2100-01-01T00:00:00+00:00 (4102444800000000000)", due.stderr
+    assert store.get_run(ref.id).run_at == 4102444800000000000  # type: ignore[union-attr]
+    refused = cairn("run", "reschedule", url, ref.id, "--at", "1", "--delay", "1")
+    assert refused.returncode == 1 and "exactly one of at=" in refused.stdout + refused.stderr
+    unknown = cairn("run", "force", url, "run_nosuchrun")
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stdout + unknown.stderr
+    other = cairn("due", url, "--app", "flows:workflows", "--queues", "other", cwd=tmp_path)
+    assert other.stdout.strip() == "nothing pending", other.stdout + other.stderr
+    store.close()
 
 
 def test_runs_are_retried_cancelled_and_deleted_with_exit_statuses_scripts_can_test(

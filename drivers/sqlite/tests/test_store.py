@@ -12,6 +12,7 @@ import pytest
 
 import cairnflow as cf
 from cairnflow.sql import split_statements
+from cairnflow.store import RunQuery
 from cairnflow_sqlite import SQLiteStore
 
 
@@ -37,6 +38,11 @@ MIGRATIONS = [
     "005_queues",
     "006_pauses",
     "007_limits",
+    "008_state",
+    "009_forced",
+    "010_errors",
+    "011_run_labels",
+    "012_servers",
 ]
 
 
@@ -171,7 +177,8 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits are",
+        match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
+        r"009_forced, 010_errors, 011_run_labels, 012_servers are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -194,7 +201,8 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     before = run_one(old)
     with pytest.raises(
         cf.SchemaNotReady,
-        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits are",
+        match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
+        r"009_forced, 010_errors, 011_run_labels, 012_servers are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -361,11 +369,15 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     store = SQLiteStore(db)
     store.migrate()
     q = store._queries
+    t = store._timing.queries
     plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
     by_role = "sqlite_autoindex_cf_leaders_1"
     by_pause = "sqlite_autoindex_cf_pauses_1"
+    by_error = "sqlite_autoindex_cf_errors_1"
+    within = q.labels_within(FAILED_ACME, 2001)
+    assert within is not None
     statements = {
         "claim": (plan.update_returning, "cf_steps_ready"),
         "claim_runs": (q.claim_runs(["r1", "r2"]), by_run_id),
@@ -408,15 +420,113 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         # counted in the queue's range of the running ones alone.
         "lock_limiter": ((q.lock_limiter, ("queue", "q")), "sqlite_autoindex_cf_limits_1"),
         "count_running": ((q.count_running, ("q",)), "cf_steps_running_queue"),
+        # Durable step state (schema 8): a memo's probe, fence and record, a lock's take,
+        # extension and release, each by a primary key.
+        "read_journal": ((q.read_journal, ("r1", "a", "m")), "sqlite_autoindex_cf_journal_1"),
+        "hold_step": ((q.hold_step, ("s1", "t")), "sqlite_autoindex_cf_steps_1"),
+        "lock_named": ((q.lock_named, ("n",)), "sqlite_autoindex_cf_locks_1"),
+        "take_named": ((q.take_named, ("t", 1, 2, "n")), "sqlite_autoindex_cf_locks_1"),
+        "extend_named": ((q.extend_named, (2, "n", "t", 1)), "sqlite_autoindex_cf_locks_1"),
+        "release_named": ((q.release_named, ("n", "t")), "sqlite_autoindex_cf_locks_1"),
+        # Run timing (schema 9): a reschedule or a force locks its run and writes its steps by
+        # id; the next due time reads the ready, due and running indexes, stopped at one row.
+        "run_steps": ((t.run_steps, ("r1",)), "sqlite_autoindex_cf_steps_2"),
+        "move_start": (t.move_start("scheduled", 1, ["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "run_at": ((t.run_at, (1, "r1")), by_run_id),
+        "force_ready": (t.force_ready(1, ["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "force_pass": (t.force_pass(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
+        "due_ready": (t.due_ready(["w", "v"], ["default", "mail"]), "cf_steps_ready"),
+        "due_ready, pauses": (t.due_ready(["w"], ["default"]), by_pause),
+        "next_timed": (t.next_timed(["w", "v"], ["default", "mail"]), "cf_steps_due"),
+        "next_expiry": (t.next_expiry(["w", "v"]), "cf_steps_running"),
+        # Failure policies and error history (schema 10): a failure reads its run's steps by
+        # the (run_id, name) key, and the run's range of the errors' primary key.
+        "run_failures": ((q.run_failures, ("r1",)), "sqlite_autoindex_cf_steps_2"),
+        "run_failures, run": ((q.run_failures, ("r1",)), by_run_id),
+        "last_error": ((store._errors.last_error, ("r1",)), by_error),
+        "trim_errors": ((store._errors.trim_errors, ("r1", 3)), by_error),
+        "run_errors": ((store._errors.run_errors_of, ("r1",)), by_error),
+        # Finding runs (#17): by queue through its index; a rare label prefix from the label
+        # index's range; a common one and exact labels probed by the label's primary key.
+        "list_runs by queue": (
+            q.list_runs(RunQuery(queue="q"), before_seq=None, limit=51),
+            "cf_runs_queue",
+        ),
+        "list_runs, failed, rare label prefix": (
+            q.list_runs(FAILED_ACME, before_seq=None, limit=51, by_label=True),
+            "cf_run_labels_value",
+        ),
+        "count_runs, failed, rare label prefix": (
+            q.count_runs(FAILED_ACME, by_label=True),
+            "cf_run_labels_value",
+        ),
+        "labels_within": (within, "cf_run_labels_value"),
+        # Statistics (Cap.STATS): each count over the index holding what it counts.
+        "stats: steps now": ((store._stats._steps_now, ()), "cf_steps_ready"),
+        "stats: steps now, running": ((store._stats._steps_now, ()), "cf_steps_running_queue"),
+        "stats: steps now, due": ((store._stats._steps_now, ()), "cf_steps_due"),
+        "stats: active runs": ((store._stats._active_runs, ()), "cf_runs_state"),
+        "stats: ended runs": ((store._stats._ended_runs, (0, 60, 0)), "cf_runs_finished"),
+        # Servers (Cap.SERVERS): a heartbeat by the primary key; listing and pruning by seen_at.
+        "servers: heartbeat": (
+            (store._servers._update, ("h", 1, "[]", 1, "v", 0, 0, 1, "n")),
+            "sqlite_autoindex_cf_servers_1",
+        ),
+        "servers: stop": ((store._servers._stop, (0, "n")), "sqlite_autoindex_cf_servers_1"),
+        "servers: list": ((store._servers._list, (0,)), "cf_servers_seen"),
+        "servers: prunable": ((store._servers._prunable, (0, 100)), "cf_servers_seen"),
+        "list_runs, rare exact label": (
+            q.list_runs(
+                RunQuery(labels={"tenant": "acme-1"}), before_seq=None, limit=51, by_label=True
+            ),
+            "cf_run_labels_value",
+        ),
+        "list_runs, failed, common label prefix": (
+            q.list_runs(FAILED_ACME, before_seq=None, limit=51),
+            "l USING PRIMARY KEY (run_id=? AND name=?)",
+        ),
+        "list_runs, queued, by label": (
+            q.list_runs(
+                RunQuery(statuses=frozenset({cf.Status.QUEUED}), labels={"t": "a"}, now=1),
+                before_seq=None,
+                limit=51,
+            ),
+            "l USING PRIMARY KEY (run_id=? AND name=?)",
+        ),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():
             rows = conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
             details = [str(row[-1]) for row in rows]
             # "SCAN s": an aliased table (the schedules' reads) is named by its alias.
-            bare = [d for d in details if d.startswith("SCAN ") and " INDEX " not in d]
+            # "SCAN x" of a "CO-ROUTINE x" reads a subquery's own rows, not a table.
+            subqueries = {d.removeprefix("CO-ROUTINE ") for d in details if d.startswith("CO-")}
+            bare = [
+                d
+                for d in details
+                if d.startswith("SCAN ") and " INDEX " not in d and d[5:] not in subqueries
+            ]
             assert not bare, f"{name} scans a table: {details}"
             assert any(index in d for d in details), f"{name} does not use {index}: {details}"
+
+
+FAILED_ACME = RunQuery(statuses=frozenset({cf.Status.FAILED}), label_prefix=("tenant", "acme-1"))
+
+
+def test_labels_of_runs_made_before_the_label_index_are_found_after_migrating(db: Path) -> None:
+    old = _older_release(db, 7)
+    old.migrate()
+    raw(
+        db,
+        "INSERT INTO cf_runs (id, workflow, queue, state, payload, labels, steps_left, "
+        "created_at, run_at) VALUES ('run_old', 'simple', 'default', 'succeeded', x'7b7d', "
+        """'{"tenant": "acme-12", "team": "é"}', 0, 1, 1)""",
+    )
+    new = SQLiteStore(db)
+    assert new.migrate() == ["008_run_labels", "009_servers"]
+    client = cf.Client(new)
+    assert [r.id for r in client.runs(label_prefix=("tenant", "acme-1")).runs] == ["run_old"]
+    assert [r.id for r in client.runs(labels={"team": "é"}).runs] == ["run_old"]
 
 
 def test_a_path_in_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> None:

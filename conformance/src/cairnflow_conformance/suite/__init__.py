@@ -32,13 +32,27 @@ from .enqueue import (
     RetriedEnqueueTests,
 )
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
+from .fleet import FleetTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
+from .policy import (
+    BudgetProcessTests,
+    DiscardTests,
+    ErrorHistoryTests,
+    MaxErrorsTests,
+    RecoveredStepTests,
+    RetryUntilTests,
+)
 from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
+from .run_queries import LabelPrefixTests, RunFilterTests
 from .schedules import ScheduleTests
+from .servers import ServerTests
+from .state import JournalTests, LockTests
+from .statistics import StatsTests
+from .timing import DueQueryTests, ForceRunTests, RescheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
@@ -50,9 +64,17 @@ class ConformanceSuite(
     BaselineTests,
     ResultTests,
     RunQueryTests,
+    RunFilterTests,
+    LabelPrefixTests,
     NodeIdentityTests,
     ClosureTests,
     RetryTests,
+    RetryUntilTests,
+    MaxErrorsTests,
+    DiscardTests,
+    RecoveredStepTests,
+    BudgetProcessTests,
+    ErrorHistoryTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,
@@ -75,11 +97,19 @@ class ConformanceSuite(
     QueueTests,
     GlobalLimitTests,
     PauseTests,
+    FleetTests,
+    JournalTests,
+    LockTests,
+    RescheduleTests,
+    ForceRunTests,
+    DueQueryTests,
     RetryRunTests,
     JobRetryTests,
     DeleteRunTests,
     CancelAllTests,
     CancelStepTests,
+    StatsTests,
+    ServerTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -32,6 +32,16 @@ def _idle(kit: Kit, *workflows: cf.Workflow) -> cf.Client:
     return kit.client(_plain(), *workflows, start=False)
 
 
+def _started(kit: Kit) -> cf.Client:
+    return kit.client(_plain())
+
+
+def _stopped(kit: Kit) -> cf.Client:
+    client = kit.client(_plain())
+    client.stop()
+    return client
+
+
 def _needs(cap: Cap, build: Callable[[cf.Workflow], object]) -> Callable[[Kit], None]:
     """A refusal at ``start()``, then at ``register()`` on a running client."""
 
@@ -65,6 +75,25 @@ def _retry_step(wf: cf.Workflow) -> object:
 
 def _timeout_step(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="t", timeout=5)
+
+
+def _until_step(wf: cf.Workflow) -> object:
+    # One attempt: the deadline alone is asked for, not Cap.RETRY.
+    return wf.step(lambda c, d: d, name="u", retry=cf.RetryPolicy(until=60))
+
+
+def _discard_step(wf: cf.Workflow) -> object:
+    return wf.step(lambda c, d: d, name="d", retry=cf.RetryPolicy(on_exhausted="discard"))
+
+
+def _max_errors(wf: cf.Workflow) -> object:
+    wf.max_errors = 3  # as Workflow(..., max_errors=3) sets it
+    return wf.step(lambda c, d: d, name="m")
+
+
+def _history(wf: cf.Workflow) -> object:
+    wf.error_history = 5  # as Workflow(..., error_history=5) sets it
+    return wf.step(lambda c, d: d, name="h")
 
 
 def _cron(wf: cf.Workflow, **options: Any) -> object:
@@ -107,6 +136,13 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(Cap.RESULT, "result", lambda k: _idle(k).result("run_kitnosuchrun", timeout=1)),
     Refusal(Cap.RUN_QUERY, "runs", lambda k: _idle(k).runs()),
+    Refusal(Cap.STATS, "stats", lambda k: _idle(k).stats()),
+    Refusal(Cap.SERVERS, "servers", lambda k: _idle(k).servers()),
+    Refusal(
+        Cap.LABEL_PREFIX,
+        "runs-label-prefix",
+        lambda k: _idle(k).runs(label_prefix=("tenant", "acme-")),
+    ),
     Refusal(Cap.CRON, "schedule-declared", _needs(Cap.CRON, _cron)),
     Refusal(
         Cap.CRON,
@@ -159,6 +195,19 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.PAUSE_QUEUE, "pauses", lambda k: _idle(k).pauses()),
     Refusal(Cap.PAUSE_WORKFLOW, "pause-workflow", lambda k: _idle(k).pause_workflow("kit-plain")),
     Refusal(Cap.PAUSE_WORKFLOW, "resume-workflow", lambda k: _idle(k).resume_workflow("kit-plain")),
+    Refusal(Cap.DRAIN, "drain", lambda k: _started(k).drain(timeout=1)),
+    Refusal(Cap.DRAIN, "stop-when-idle", lambda k: _started(k).stop_when_idle(1)),
+    Refusal(Cap.DRAIN, "recycle", lambda k: cf.Client(k.store, recycle=cf.Recycle(jobs=1))),
+    Refusal(Cap.SHUTDOWN_REQUEUE, "wait-stopped", lambda k: _stopped(k).wait_stopped(1)),
+    Refusal(Cap.ENQUEUE_ONLY, "enqueue-only", lambda k: cf.Client(k.store, enqueue_only=True)),
+    Refusal(Cap.JOURNAL, "journal", lambda k: cf.Journal(k.store)),
+    Refusal(Cap.LOCKS, "locks", lambda k: cf.Locks(k.store)),
+    Refusal(Cap.LOCKS, "client-lock", lambda k: _idle(k).lock("kit-lock", 5)),
+    Refusal(Cap.LOCKS, "client-unlock", lambda k: _idle(k).unlock("kit-lock", "token")),
+    Refusal(Cap.LOCKS, "client-extend-lock", lambda k: _idle(k).extend_lock("kit-lock", "t", 5)),
+    Refusal(
+        Cap.RESCHEDULE, "reschedule", lambda k: _idle(k).reschedule("run_kitnosuchrun", delay=5)
+    ),
     Refusal(Cap.RETRY_RUN, "retry-run", lambda k: _idle(k).retry_run("run_kitnosuchrun")),
     Refusal(Cap.JOB_RETRY, "retry-step", lambda k: _idle(k).retry_step("run_kitnosuchrun", "a")),
     Refusal(Cap.DELETE_RUN, "delete-runs", lambda k: _idle(k).delete_runs("run_kitnosuchrun")),
@@ -169,6 +218,16 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         Cap.CANCEL_STEP, "cancel-step", lambda k: _idle(k).cancel_step("run_kitnosuchrun", "a")
     ),
+    Refusal(Cap.FORCE_RUN, "force-run", lambda k: _idle(k).force_run("run_kitnosuchrun")),
+    Refusal(Cap.DUE_QUERY, "next-due", lambda k: _idle(k).next_due()),
+    Refusal(Cap.RETRY_UNTIL, "retry-until", _needs(Cap.RETRY_UNTIL, _until_step)),
+    Refusal(Cap.DISCARD, "discard", _needs(Cap.DISCARD, _discard_step)),
+    Refusal(Cap.RETRY_MAX_ERRORS, "max-errors", _needs(Cap.RETRY_MAX_ERRORS, _max_errors)),
+    Refusal(Cap.ERROR_HISTORY, "errors", lambda k: _idle(k).errors("run_kitnosuchrun")),
+    Refusal(
+        Cap.ERROR_HISTORY, "client-error-history", lambda k: cf.Client(k.store, error_history=5)
+    ),
+    Refusal(Cap.ERROR_HISTORY, "workflow-error-history", _needs(Cap.ERROR_HISTORY, _history)),
 )
 """Every client API whose capability a store may leave out."""
 
@@ -185,10 +244,20 @@ def _reports(ctx: cf.StepContext, data: Any) -> None:
     ctx.progress({"done": 1})
 
 
+def _memoises(ctx: cf.StepContext, data: Any) -> None:
+    ctx.memo("kit-memo", print, "never printed")
+
+
+def _locks(ctx: cf.StepContext, data: Any) -> None:
+    ctx.lock("kit-lock", 5)
+
+
 STEP_REFUSALS: tuple[tuple[Cap, str, Callable[[cf.StepContext, Any], None]], ...] = (
     (Cap.SNOOZE, "snooze", _snoozes),
     (Cap.HEARTBEAT, "heartbeat", _beats),
     (Cap.PROGRESS, "progress", _reports),
+    (Cap.JOURNAL, "memo", _memoises),
+    (Cap.LOCKS, "lock", _locks),
 )
 """What a step asks of the store while it runs; refused by failing the step."""
 

@@ -82,3 +82,17 @@ class TransactionalEnqueueTests:
         connection.rollback()
         assert kit.run_count() == 1
         assert kit.store.get_run(held.id) is not None
+
+    @proves(Cap.QUEUE_OVERRIDE, requires=(Cap.TRANSACTIONAL_ENQUEUE, Cap.QUEUE))
+    def test_a_run_enqueued_in_a_transaction_goes_on_the_queue_it_names(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        client = kit.client(_echo(), start=False)
+        connection = kit.app_connection()
+        ref = client.enqueue_tx(connection, "kit-tx", {"order": "A-3"}, queue="kit-tx-urgent")
+        connection.commit()
+        assert kit.stored(ref).queue == "kit-tx-urgent"
+        urgent = kit.client(_echo(), queues=["kit-tx-urgent"])
+        info = urgent.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED

@@ -35,7 +35,7 @@ from .._caps import Cap
 from .._checks import check_int
 from .._models import Status
 from .._names import check_labels, check_name
-from ..store import ACTIVE, Reopened, RunAdmin, RunQuery
+from ..store import Reopened, RunAdmin, RunQuery
 from ._attempt import End
 from ._reads import RunLike, run_id_of
 from ._state import EngineState
@@ -45,7 +45,8 @@ __all__ = ["AdminMethods"]
 _PAGE = 200
 """Runs per page of a ``cancel_runs``/``delete_runs`` by filter: one transaction each."""
 
-_FINAL_STATES = frozenset(status.value for status in Status if status.finished)
+_FINAL_STATES = frozenset(status for status in Status if status.finished)
+_UNFINISHED = frozenset(status for status in Status if not status.finished)
 
 
 class AdminMethods:
@@ -120,7 +121,7 @@ class AdminMethods:
         """Cancel every unfinished run matching the filter; return how many were cancelled.
 
         The filter is ``list_runs``'s: ``workflow`` and exact ``labels``, or a
-        whole :class:`~cairnflow.store.RunQuery` (its states are narrowed to the
+        whole :class:`~cairnflow.store.RunQuery` (its statuses are narrowed to the
         unfinished). Runs are cancelled a page at a time, one transaction per
         page; running attempts see the cancel as with :meth:`cancel`
         (``Cap.CANCEL_ALL``).
@@ -128,7 +129,7 @@ class AdminMethods:
         admin = self._admin(Cap.CANCEL_ALL, "cancel_runs()")
         state = self._state
         cancelled: set[str] = set()
-        for page in self._pages(self._query(workflow, labels, query, frozenset({ACTIVE}))):
+        for page in self._pages(self._query(workflow, labels, query, _UNFINISHED)):
             cancelled.update(admin.cancel_runs(page, state.now()))
         if cancelled:
             for running in state.held_attempts():
@@ -165,7 +166,7 @@ class AdminMethods:
         states = _FINAL_STATES
         if status is not None:
             items = [status] if isinstance(status, str | Status) else list(status)
-            states = frozenset(Status(item).value for item in items)
+            states = frozenset(Status(item) for item in items)
             if not states <= _FINAL_STATES:
                 raise ValueError(f"delete_runs() deletes finished runs only, not {sorted(states)}")
         deleted = 0
@@ -178,17 +179,19 @@ class AdminMethods:
         workflow: str | None,
         labels: Mapping[str, str] | None,
         query: RunQuery | None,
-        states: frozenset[str],
+        states: frozenset[Status],
     ) -> RunQuery:
         """The operator's filter as ``list_runs`` takes it, narrowed to ``states``."""
         if query is not None:
             if workflow is not None or labels:
                 raise ValueError("pass a RunQuery or workflow/labels, not both")
-            narrowed = states if query.states is None else states & query.states
-            return dataclasses.replace(query, states=narrowed, limit=_PAGE, cursor=None)
+            narrowed = states if query.statuses is None else states & query.statuses
+            return dataclasses.replace(query, statuses=narrowed, limit=_PAGE, cursor=None)
         if workflow is not None:
             check_name("workflow", workflow)
-        return RunQuery(workflow=workflow, states=states, labels=check_labels(labels), limit=_PAGE)
+        return RunQuery(
+            workflow=workflow, statuses=states, labels=check_labels(labels), limit=_PAGE
+        )
 
     def _pages(self, query: RunQuery) -> Iterable[list[str]]:
         """The ids of the runs ``query`` lists, a page at a time (``Cap.RUN_QUERY``).

@@ -93,6 +93,8 @@ class RunningAttempt:
         """``time.monotonic()`` when the end was decided."""
         self.slot_freed = False
         """True once the attempt's worker slot was given back (see ``EngineState.free_slots``)."""
+        self.begun = False
+        """True once a worker took the attempt up (see :meth:`begin`)."""
         self._lock = threading.Lock()
         self._thread_id: int | None = None
         self._in_user_code = False
@@ -142,6 +144,24 @@ class RunningAttempt:
             if self.end is not None:
                 return False
             self.end = end
+            self.ended_at = time.monotonic()
+            return True
+
+    def begin(self) -> bool:
+        """A worker takes the attempt up; False if it was finalized before (nothing to run)."""
+        with self._lock:
+            if self.end is not None:
+                return False
+            self.begun = True
+            return True
+
+    def give_back_unbegun(self) -> bool:
+        """Finalize for ``End.STOPPING`` an attempt no worker took up yet (a drain hands it
+        back at once rather than start it); False if it began or was finalized."""
+        with self._lock:
+            if self.begun or self.end is not None:
+                return False
+            self.end = End.STOPPING
             self.ended_at = time.monotonic()
             return True
 

@@ -16,8 +16,10 @@ from .._errors import (
     InvalidName,
     UnknownWorkflow,
     Unsupported,
+    WaitTimeout,
 )
-from .._models import Job, RunInfo, RunRef, Status, StepKind
+from .._fleet import HandedBack, Recycle, StopCause, StopReport
+from .._models import Job, RunError, RunInfo, RunRef, Status, StepKind
 from .._names import check_key, check_labels, check_name
 from .._queues import QueueConfig
 from ..clock import Clock, DatabaseClock, Real, Subscribable
@@ -35,11 +37,12 @@ from ..store import (
 )
 from ..workflow import Workflow
 from ._admin_api import AdminMethods
-from ._attempt import End, monotonic
+from ._attempt import End, RunningAttempt, monotonic
 from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
+from ._lock_api import LockMethods
 from ._queue_api import QueueMethods
 from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
@@ -47,6 +50,9 @@ from ._schedule_api import ScheduleMethods
 from ._scheduler import Scheduler, TickEvent
 from ._settings import Settings
 from ._state import CLOSURE_WORKFLOW, EngineState
+from ._stats_api import StatsMethods
+from ._timing_api import TimingMethods
+from ._watch import StopWatch
 from ._writer import RunWriter
 
 __all__ = ["Client"]
@@ -54,7 +60,7 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods, AdminMethods):
+class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMethods, StatsMethods):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
@@ -95,8 +101,19 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
     raise :class:`~cairnflow.OutcomeUnknown` naming the run ids; 0 never
     sends them again.
 
+    ``error_history`` (``Cap.ERROR_HISTORY``): how many errors of its last
+    failed attempts each run keeps, newest kept (:meth:`errors`); default 20
+    where the store keeps histories, 0 turns it off. A workflow's own
+    ``error_history`` overrides it for its runs.
+
     ``start()`` never migrates: run ``store.migrate()`` (or ``cairn migrate``)
-    first. A client that is never started can still enqueue and read.
+    first. A client that is never started can still enqueue and read;
+    ``enqueue_only=True`` (``Cap.ENQUEUE_ONLY``) makes that a promise: such a
+    client refuses ``start()`` and ``drain()``, takes no lease, and wakes the
+    running clients through the store's notifier when it enqueues.
+    ``recycle`` (a :class:`~cairnflow.Recycle`, ``Cap.DRAIN``) makes the client
+    drain and stop by itself after a number of attempts, a time, or at a
+    resident memory size, for a supervisor to start a fresh process.
     """
 
     def __init__(
@@ -128,6 +145,9 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         leader_lease: float = 15.0,
         id_generator: IdGenerator = default_id_generator,
         enqueue_timeout: float = 30.0,
+        enqueue_only: bool = False,
+        recycle: Recycle | None = None,
+        error_history: int | None = None,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -147,6 +167,9 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
             tick_retention=tick_retention,
             enqueue_timeout=enqueue_timeout,
             queues=queues,
+            recycle=recycle,
+            enqueue_only=enqueue_only,
+            error_history=error_history,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -197,6 +220,15 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         self._dispatcher: Dispatcher | None = None
         self._keeper: LeaseKeeper | None = None
         self._cleanups: list[Callable[[], None]] = []
+        self._watch: StopWatch | None = None
+        self._idle: tuple[float, float] | None = None
+        """``stop_when_idle``'s grace and drain timeout, once asked."""
+        self._halting: int | None = None
+        """The thread that stops this client (its ident), once one does."""
+        self._cut = threading.Event()
+        """Set to end a drain's wait at once (a ``stop()`` during a drain)."""
+        self._halted = threading.Event()
+        self._report: StopReport | None = None
 
     def _make_elector(self, choice: bool | Elector, lease: float) -> Elector | None:
         if choice is False:
@@ -243,6 +275,16 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
     def running(self) -> bool:
         """True between ``start()`` and ``stop()``."""
         return self._started and not self._stopped
+
+    @property
+    def draining(self) -> bool:
+        """True while the client stops: it claims nothing, its running attempts finish."""
+        return self._halting is not None and not self._halted.is_set()
+
+    @property
+    def enqueue_only(self) -> bool:
+        """True for a client that only enqueues and reads (``Cap.ENQUEUE_ONLY``)."""
+        return self._state.settings.enqueue_only
 
     @property
     def workflows(self) -> Mapping[str, Workflow]:
@@ -298,6 +340,11 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         the database was not migrated.
         """
         with self._lifecycle:
+            if self._state.settings.enqueue_only:
+                raise RuntimeError(
+                    "this client is enqueue_only: it enqueues and reads, and never runs steps; "
+                    "start a Client without enqueue_only=True to run them"
+                )
             if self._started:
                 raise RuntimeError("this client was already started; make a new Client to restart")
             for workflow in self._state.registry.values():
@@ -326,6 +373,11 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
                 self._cleanups.append(state.notifier.listen(state.channel, state.wake))
             if isinstance(state.clock, Subscribable):
                 self._cleanups.append(state.clock.subscribe(state.wake))
+            if state.settings.recycle is not None or self._idle is not None:
+                self._watch = StopWatch(state, self._stop_from_watch)
+                if self._idle is not None:
+                    self._watch.when_idle(*self._idle)
+                self._watch.start()
 
     def stop(self, grace: float = 0.0, timeout: float = 10.0) -> None:
         """Stop working: hand running steps back and wait for the workers.
@@ -336,34 +388,125 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         instead of after their lease; their code sees ``ctx.cancelled`` (and a
         :class:`~cairnflow.Cancelled` raised inside sync steps), and whatever
         they return is not written. ``timeout`` bounds the wait for threads.
+        A stop during a :meth:`drain` ends the drain's wait at once. The stop
+        is reported by :meth:`wait_stopped` (``StopCause.REQUESTED``).
+        """
+        self._halt(StopCause.REQUESTED, grace, timeout, cut=True)
+
+    def drain(self, timeout: float = 30.0, *, join_timeout: float = 10.0) -> StopReport:
+        """Stop claiming at once, let running attempts finish, then stop (``Cap.DRAIN``).
+
+        Attempts claimed ahead that no worker began go back at once. Those still
+        running after ``timeout`` seconds are handed back, ready for another
+        client at once (not counted as failures of their steps); the report
+        names them (``Cap.SHUTDOWN_REQUEUE``). An outcome already decided is
+        written, once, whatever the deadline. ``join_timeout`` bounds the wait
+        for the client's threads after that. Returns the report of the stop
+        (the earlier one when the client had stopped already).
+        """
+        self._state.require(Cap.DRAIN, "drain()")
+        self._refuse_enqueue_only("drain()")
+        timeout = check_seconds("timeout", timeout, zero=True)
+        report = self._halt(StopCause.DRAINED, timeout, join_timeout, cut=False)
+        return report if report is not None else StopReport(StopCause.DRAINED)
+
+    def stop_when_idle(self, grace: float, *, drain_timeout: float = 30.0) -> None:
+        """Drain once no unfinished run of this client's workflows on its queues existed for
+        ``grace`` seconds (``Cap.DRAIN``). Returns at once; :meth:`wait_stopped` waits.
+
+        Judged from the store: a run sleeping, waiting for a signal, delayed, or
+        running on another client keeps the client up; a run enqueued during the
+        grace starts it again. May be called before :meth:`start`.
+        """
+        self._state.require(Cap.DRAIN, "stop_when_idle()")
+        self._refuse_enqueue_only("stop_when_idle()")
+        grace = check_seconds("grace", grace, zero=True)
+        drain_timeout = check_seconds("drain_timeout", drain_timeout, zero=True)
+        with self._lifecycle:
+            self._idle = (grace, drain_timeout)
+            if self._started and not self._stopped:
+                if self._watch is None:
+                    self._watch = StopWatch(self._state, self._stop_from_watch)
+                self._watch.when_idle(grace, drain_timeout)
+
+    def wait_stopped(self, timeout: float | None = None) -> StopReport:
+        """Wait until this client has stopped, by any cause, and return its report.
+
+        The report says why (:class:`~cairnflow.StopCause`: requested, drained,
+        idle or a recycle) and which attempts were handed back
+        (``Cap.SHUTDOWN_REQUEUE``). Raises :class:`~cairnflow.WaitTimeout` after
+        ``timeout`` seconds, and ``RuntimeError`` for a client never started.
+        """
+        self._state.require(Cap.SHUTDOWN_REQUEUE, "wait_stopped()")
+        if not self._started:
+            raise RuntimeError("this client was never started: it has no stop to report")
+        if not self._halted.wait(timeout):
+            raise WaitTimeout(f"client {self.node_id} did not stop within {timeout:g}s")
+        assert self._report is not None
+        return self._report
+
+    def _refuse_enqueue_only(self, what: str) -> None:
+        if self._state.settings.enqueue_only:
+            raise RuntimeError(f"{what}: this client is enqueue_only and never runs steps")
+
+    def _stop_from_watch(self, cause: StopCause, grace: float) -> None:
+        # Never waits for a stop begun elsewhere: that stop joins this thread.
+        self._halt(cause, grace, 10.0, cut=False, wait=False)
+
+    def _halt(
+        self, cause: StopCause, grace: float, timeout: float, *, cut: bool, wait: bool = True
+    ) -> StopReport | None:
+        """Stop for ``cause`` (one stop per client); the report, or None if never started.
+
+        On a client stopping already, wait for that stop; with ``cut`` (a ``stop()``)
+        end its drain's wait first, so what still runs is handed back at once.
         """
         with self._lifecycle:
-            if not self._started or self._stopped:
-                self._stopped = self._started
-                return
-            self._stopped = True
+            if not self._started:
+                return None
+            first = not self._stopped
+            if first:
+                self._stopped = True
+                self._halting = threading.get_ident()
+        if not first:
+            # Stopping already (a drain, or a stop by the watch): wait for it, unless this
+            # is its own thread (a signal handler that runs in it).
+            if cut:
+                self._cut.set()
+            if wait and self._halting != threading.get_ident():
+                self._halted.wait(timeout + 1.0)
+            return self._report
+        try:
+            report = self._shut_down(cause, grace, timeout)
+        finally:
+            if self._report is None:
+                self._report = StopReport(cause)
+            self._halted.set()
+        return report
+
+    def _shut_down(self, cause: StopCause, grace: float, timeout: float) -> StopReport:
         state = self._state
         assert self._dispatcher is not None
         assert self._pool is not None
         assert self._keeper is not None
         state.stopping.set()
         state.wake_event.set()
+        if self._watch is not None:
+            self._watch.stop(timeout)
         self._dispatcher.join(timeout)
+        handed: list[HandedBack] = []
         if grace > 0:
+            # A drain starts nothing new: attempts claimed ahead that no worker began go
+            # back at once, for another client to take now rather than after this one.
+            handed += self._hand_back([a for a in state.held_attempts() if a.give_back_unbegun()])
             ends = monotonic() + grace
-            while state.held_attempts() and monotonic() < ends:
-                state.stopping.wait(0.01)
-        handed = [a.token for a in state.held_attempts() if a.stop(End.STOPPING)]
-        if handed:
-            try:
-                state.store.hand_back(handed, state.now())
-                state.work_made_ready(others=True)
-            except Exception:
-                state.log.warning(
-                    "could not hand %d attempt(s) back; they are retaken after their leases",
-                    len(handed),
-                    exc_info=True,
-                )
+            while (
+                monotonic() < ends
+                and not self._cut.is_set()
+                and any(a.end is not End.STOPPING for a in state.held_attempts())
+            ):
+                self._cut.wait(0.01)
+        handed += self._hand_back([a for a in state.held_attempts() if a.stop(End.STOPPING)])
         stuck = self._pool.stop(timeout)
         if stuck:
             state.log.warning("workers still inside step code after stop: %s", ", ".join(stuck))
@@ -381,6 +524,25 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         self._cleanups.clear()
         state.running = False
         state.run_finished()
+        self._report = StopReport(cause, tuple(handed))
+        return self._report
+
+    def _hand_back(self, attempts: Sequence[RunningAttempt]) -> list[HandedBack]:
+        """Make ``attempts`` (finalized for stopping) ready again in the store; name them."""
+        if not attempts:
+            return []
+        state = self._state
+        try:
+            state.store.hand_back([a.token for a in attempts], state.now())
+        except Exception:
+            state.log.warning(
+                "could not hand %d attempt(s) back; they are retaken after their leases",
+                len(attempts),
+                exc_info=True,
+            )
+            return []
+        state.work_made_ready(others=True)
+        return [HandedBack(a.claimed.run_id, a.claimed.step, a.claimed.attempt) for a in attempts]
 
     def __enter__(self) -> Client:
         self.start()
@@ -444,9 +606,12 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         key: str | None = None,
         delay: float | timedelta | None = None,
         labels: Mapping[str, str] | None = None,
+        queue: str | None = None,
     ) -> RunRef:
         """Enqueue inside the application's own transaction ``tx`` (a driver connection).
 
+        ``queue`` puts the run on another queue than its workflow's, as with
+        :meth:`enqueue` (``Cap.QUEUE_OVERRIDE``).
         The run commits or rolls back with the application's writes. Call
         :meth:`wake` after the commit to start it without waiting for a poll.
         Nothing is sent again here when the store is unavailable: the
@@ -455,7 +620,7 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         """
         self._state.require(Cap.TRANSACTIONAL_ENQUEUE, "enqueue_tx()")
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels)
+        job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels, queue=queue)
         return self._create([job], tx=tx, wake=False)[0]
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> RunRef:
@@ -589,6 +754,20 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         """A snapshot of the run: status, steps, result and error."""
         return self._reads.info(run)
 
+    def errors(self, run: RunLike) -> list[RunError]:
+        """The errors of the run's last failed attempts, newest first (``Cap.ERROR_HISTORY``).
+
+        Each names its step, attempt, node and time, with the error's type,
+        message and traceback. A run keeps the newest ``error_history`` of them
+        (the client's or its workflow's; the store drops older ones as it
+        records a new one). Empty for a run that never failed an attempt.
+        """
+        state = self._state
+        state.require(Cap.ERROR_HISTORY, "errors()")
+        history = state.facets.errors
+        assert history is not None  # declared, so check_store made sure
+        return history.run_errors(run_id_of(run))
+
     def wait(self, run: RunLike, timeout: float | None = None) -> RunInfo:
         """Block until the run finishes and return its info.
 
@@ -609,18 +788,42 @@ class Client(ScheduleMethods, QueueMethods, AdminMethods):
         self,
         *,
         workflow: str | None = None,
+        queue: str | None = None,
         status: Status | str | Iterable[Status | str] | None = None,
         labels: Mapping[str, str] | None = None,
+        label_prefix: tuple[str, str] | None = None,
+        created_since: int | None = None,
+        created_until: int | None = None,
+        finished_since: int | None = None,
+        finished_until: int | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        count: bool = False,
     ) -> RunList:
         """List runs of every workflow in the store, newest first (``Cap.RUN_QUERY``).
 
-        ``status`` filters by one or several statuses; ``labels`` keeps runs
-        having every given label. Pass the returned ``cursor`` for the next page.
+        Every filter given must hold: ``status`` one or several statuses (the
+        active ones as exactly as the final ones); ``labels`` every given label;
+        ``label_prefix`` ``(name, prefix)``: the label starts with the prefix
+        (``Cap.LABEL_PREFIX``); ``created_*`` / ``finished_*`` ranges of Unix
+        nanoseconds, ``since`` included, ``until`` excluded. Pass the returned
+        ``cursor`` for the next page; ``count=True`` also counts every match
+        (``RunList.total``). Each :class:`RunOverview` names its failed step
+        and the error's summary. A bad filter raises :class:`~cairnflow.InvalidQuery`.
         """
         return self._reads.runs(
-            workflow=workflow, status=status, labels=labels, limit=limit, cursor=cursor
+            workflow=workflow,
+            queue=queue,
+            status=status,
+            labels=labels,
+            label_prefix=label_prefix,
+            created_since=created_since,
+            created_until=created_until,
+            finished_since=finished_since,
+            finished_until=finished_until,
+            limit=limit,
+            cursor=cursor,
+            count=count,
         )
 
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .._errors import ErrorInfo
 from ..retry import NO_RETRY, RetryPolicy
 from ..store import ClaimedAttempt, Failed
-from ..workflow import Step
+from ..workflow import Step, Workflow
 from ._state import EngineState
 
 __all__ = ["failure_outcome"]
@@ -27,14 +27,32 @@ def failure_outcome(
 ) -> Failed:
     """The failure of ``claimed`` with ``error``: retried at the policy's time, or final."""
     info = ErrorInfo.from_exception(error, step=claimed.step, attempt=claimed.attempt)
-    policy = _policy(state, claimed, step)
+    workflow = state.registry.get(claimed.workflow)
+    policy = _policy(workflow, claimed, step)
     delay = policy.next_delay(error, claimed.failures + 1, state.jitter())
     retry_at = None if delay is None else now + int(delay * _NS)
-    return Failed(info, retry_at)
+    # What the store judges when it records the failure (the run row locked): the
+    # deadline, the run's error budget, and whether running out of retries discards.
+    return Failed(
+        info,
+        retry_at,
+        discard=policy.discards and not policy.permanent(error),
+        max_errors=None if workflow is None else workflow.max_errors,
+        retry_deadline=policy.deadline_ns,
+        retry_window=policy.window_ns,
+        keep_errors=_kept(state, workflow),
+        node=state.settings.node_id,
+    )
 
 
-def _policy(state: EngineState, claimed: ClaimedAttempt, step: Step | None) -> RetryPolicy:
-    workflow = state.registry.get(claimed.workflow)
+def _kept(state: EngineState, workflow: Workflow | None) -> int:
+    """How many errors the run keeps: its workflow's setting, or the client's."""
+    if workflow is not None and workflow.error_history is not None:
+        return workflow.error_history
+    return state.settings.error_history
+
+
+def _policy(workflow: Workflow | None, claimed: ClaimedAttempt, step: Step | None) -> RetryPolicy:
     if step is None and workflow is not None:
         step = workflow.steps.get(claimed.step)
     if workflow is None or step is None:

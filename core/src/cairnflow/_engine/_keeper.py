@@ -9,12 +9,20 @@ Two threads per client, so that a hung database call cannot stop the other:
   landed for a whole lease, measured on this process's monotonic clock, fences
   itself (another node may already hold the step, so its outcome must not be
   written), and an attempt past its timeout is failed with StepTimeout.
+
+The renewer also records the client's heartbeat row (``Cap.SERVERS``) when it
+starts and at each pass, and the keeper marks it stopped on a clean stop.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 
+from .._version import __version__
+from ..store import ServerRecord
+from ..store._servers import PRUNE_AFTER_NS
 from ._attempt import End, RunningAttempt, monotonic
 from ._runner import StepRunner
 from ._state import EngineState
@@ -33,6 +41,8 @@ class LeaseKeeper:
         self._runner = runner
         self._stop = threading.Event()
         self._poke = state.replan
+        self._started_at: int | None = None
+        self._beats = 0
         node = state.settings.node_id
         self._threads = [
             threading.Thread(
@@ -55,12 +65,55 @@ class LeaseKeeper:
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout)
+        self._stopped()
 
     # -- renewer -------------------------------------------------------------------------------
     def _renew_loop(self) -> None:
         every = self._state.settings.lease / 3
+        self._beat()
         while not self._stop.wait(every):
             self._renew()
+            self._beat()
+
+    # -- servers (Cap.SERVERS) ---------------------------------------------------------------
+    def _beat(self) -> None:
+        """Record this client's heartbeat row; prune day-old rows every 100th beat."""
+        state = self._state
+        servers = state.facets.servers
+        if servers is None:
+            return
+        now = state.now()
+        if self._started_at is None:
+            self._started_at = now
+        try:
+            servers.record_server(
+                ServerRecord(
+                    node=state.settings.node_id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    queues=tuple(sorted(state.queues)),
+                    workers=state.settings.workers,
+                    version=__version__,
+                    started_at=self._started_at,
+                    seen_at=now,
+                    beat_every=max(int(state.settings.lease / 3 * 1e9), 1),
+                )
+            )
+            if self._beats % 100 == 0:
+                servers.prune_servers(before=now - PRUNE_AFTER_NS, limit=100)
+        except Exception:
+            state.log.warning("could not record this server's heartbeat", exc_info=True)
+        self._beats += 1
+
+    def _stopped(self) -> None:
+        """Mark this client's row stopped (a clean stop; a killed client's row goes stale)."""
+        state = self._state
+        if state.facets.servers is None or self._started_at is None:
+            return
+        try:
+            state.facets.servers.stop_server(state.settings.node_id, state.now())
+        except Exception:
+            state.log.warning("could not mark this server stopped", exc_info=True)
 
     def _renewable(self, running: RunningAttempt, now: float) -> bool:
         if running.end is None:

@@ -14,17 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._caps import Cap
-from .._checks import check_int
 from .._errors import RunFailed, RunNotFound, WaitTimeout
 from .._models import ErrorInfo, RunInfo, RunRef, Status, StepInfo
-from .._names import check_labels, check_name
-from ..store import ACTIVE, RunQuery, StoredRun, derive_status
+from ..store import RunQuery, StoredRun, derive_status
 from ._attempt import monotonic
 from ._state import EngineState
 
 __all__ = ["RunLike", "RunList", "RunOverview", "RunReader", "run_id_of"]
-
-_ACTIVE_STATUSES = frozenset({Status.PENDING, Status.QUEUED, Status.RUNNING, Status.WAITING})
 
 RunLike = RunRef | str
 """A run, by reference or by id."""
@@ -47,6 +43,20 @@ class RunOverview:
     step_counts: Mapping[str, int]
 
     @property
+    def failed_step(self) -> str | None:
+        """The step whose failure ended the run (None: it did not fail, or not in a step)."""
+        return self.error.step if self.error is not None else None
+
+    @property
+    def error_summary(self) -> str | None:
+        """The error in one line: its type and the first line of its message, cut at 120."""
+        if self.error is None:
+            return None
+        lines = self.error.message.strip().splitlines()
+        line = f"{self.error.type}: {lines[0]}" if lines else self.error.type
+        return line if len(line) <= 120 else line[:119] + "\u2026"
+
+    @property
     def ref(self) -> RunRef:
         """A :class:`RunRef` to this run."""
         return RunRef(self.id, self.workflow)
@@ -54,10 +64,15 @@ class RunOverview:
 
 @dataclass(frozen=True, slots=True)
 class RunList:
-    """A page of runs, newest first; pass ``cursor`` back for the next page."""
+    """A page of runs, newest first; pass ``cursor`` back for the next page.
+
+    ``total``: how many runs the whole filter matches, when asked (``count=True``).
+    """
 
     runs: tuple[RunOverview, ...]
     cursor: str | None
+    total: int | None = None
+
 
 class RunReader:
     """The read side of one client (see the module docstring)."""
@@ -111,61 +126,70 @@ class RunReader:
         self,
         *,
         workflow: str | None = None,
+        queue: str | None = None,
         status: Status | str | Iterable[Status | str] | None = None,
         labels: Mapping[str, str] | None = None,
+        label_prefix: tuple[str, str] | None = None,
+        created_since: int | None = None,
+        created_until: int | None = None,
+        finished_since: int | None = None,
+        finished_until: int | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        count: bool = False,
     ) -> RunList:
         """List runs of every workflow in the store, newest first (``Cap.RUN_QUERY``).
 
-        ``status`` filters by one or several statuses; ``labels`` keeps runs
-        having every given label. Pass the returned ``cursor`` for the next page.
+        Every filter given must hold: ``status`` one or several statuses (the
+        active ones, pending, queued, running and waiting, as exactly as the
+        final ones); ``labels`` every given label; ``label_prefix`` a
+        ``(name, prefix)`` pair, the label ``name`` starting with ``prefix``
+        (``Cap.LABEL_PREFIX``); ``*_since`` / ``*_until`` Unix nanoseconds, the
+        lower end included. Pass the returned ``cursor`` for the next page;
+        ``count`` also returns how many runs match (``RunList.total``). A bad
+        filter raises :class:`~cairnflow.InvalidQuery` naming it.
         """
         state = self._state
         state.require(Cap.RUN_QUERY, "runs()")
-        if workflow is not None:
-            check_name("workflow", workflow)
-        check_int("limit", limit, minimum=1, maximum=1000)
-        wanted: frozenset[Status] | None = None
+        statuses = None
         if status is not None:
-            items = [status] if isinstance(status, str | Status) else list(status)
-            wanted = frozenset(Status(s) for s in items)
-        states: frozenset[str] | None = None
-        if wanted is not None:
-            states = frozenset(s.value for s in wanted if s.finished)
-            if wanted & _ACTIVE_STATUSES:
-                states |= {ACTIVE}
-        page = state.store.list_runs(
-            RunQuery(
-                workflow=workflow,
-                states=states,
-                labels=check_labels(labels),
-                limit=limit,
-                cursor=cursor,
-            )
+            statuses = frozenset([status] if isinstance(status, str | Status) else status)
+        query = RunQuery(
+            workflow=workflow,
+            queue=queue,
+            statuses=statuses,  # type: ignore[arg-type]  # checked by RunQuery
+            labels=labels or {},
+            label_prefix=label_prefix,
+            created_since=created_since,
+            created_until=created_until,
+            finished_since=finished_since,
+            finished_until=finished_until,
+            now=state.now(),
+            limit=limit,
+            cursor=cursor,
+            count=count,
         )
+        if label_prefix is not None:  # a malformed filter is refused first, whatever the store
+            state.require(Cap.LABEL_PREFIX, "runs(label_prefix=...)")
+        page = state.store.list_runs(query)
         now = state.now()
-        overviews = []
-        for summary in page.runs:
-            derived = derive_status(summary.state, summary.run_at, now, summary.step_counts)
-            if wanted is not None and derived not in wanted:
-                continue  # a finer active status than the store filters on
-            overviews.append(
-                RunOverview(
-                    id=summary.id,
-                    workflow=summary.workflow,
-                    queue=summary.queue,
-                    status=derived,
-                    key=summary.key,
-                    labels=summary.labels,
-                    created_at_ns=summary.created_at,
-                    run_at_ns=summary.run_at,
-                    finished_at_ns=summary.finished_at,
-                    error=summary.error,
-                    step_counts={str(k): v for k, v in summary.step_counts.items()},
-                )
+        overviews = tuple(
+            RunOverview(
+                id=summary.id,
+                workflow=summary.workflow,
+                queue=summary.queue,
+                status=derive_status(summary.state, summary.run_at, now, summary.step_counts),
+                key=summary.key,
+                labels=summary.labels,
+                created_at_ns=summary.created_at,
+                run_at_ns=summary.run_at,
+                finished_at_ns=summary.finished_at,
+                error=summary.error,
+                step_counts={str(k): v for k, v in summary.step_counts.items()},
             )
-        return RunList(tuple(overviews), page.cursor)
+            for summary in page.runs
+        )
+        return RunList(overviews, page.cursor, page.total)
 
     def _run_info(self, stored: StoredRun) -> RunInfo:
         state = self._state
@@ -232,5 +256,3 @@ def run_id_of(run: RunLike) -> str:
     if isinstance(run, str) and run:
         return run
     raise TypeError(f"expected a RunRef or a run id, got {run!r}")
-
-

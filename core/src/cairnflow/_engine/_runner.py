@@ -27,6 +27,7 @@ from .._errors import (
 )
 from .._models import StepKind
 from ..context import StepContext
+from ..state import Locks
 from ..store import (
     AttemptState,
     ClaimedAttempt,
@@ -50,7 +51,7 @@ _NS = 1_000_000_000
 
 
 class _Control:
-    """What ``ctx.heartbeat()`` and ``ctx.progress()`` call."""
+    """What ``ctx.heartbeat()``, ``ctx.progress()``, ``ctx.memo()`` and ``ctx.lock()`` call."""
 
     __slots__ = ("_attempt", "_runner")
 
@@ -63,6 +64,14 @@ class _Control:
 
     def progress(self, value: Any) -> None:
         self._runner.progress(self._attempt, value)
+
+    def memo(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return self._runner.memo(self._attempt, name, fn, args, kwargs)
+
+    def locks(self, what: str) -> Locks:
+        return self._runner.locks(what)
 
 
 class StepRunner:
@@ -80,7 +89,7 @@ class StepRunner:
         The worker does not wait for the write: the attempt keeps its slot and
         its lease until the committer has written the outcome.
         """
-        if running.finalized:
+        if not running.begin():
             return
         started = monotonic()
         try:
@@ -104,9 +113,7 @@ class StepRunner:
         ``holder``: the attempt this client holds, released once the outcome is
         written; None for one it does not hold (an abandoned attempt).
         """
-        self._commit.put(
-            claimed, outcome, eager=self._may_release(claimed, outcome), holder=holder
-        )
+        self._commit.put(claimed, outcome, eager=self._may_release(claimed, outcome), holder=holder)
 
     def _may_release(self, claimed: ClaimedAttempt, outcome: Outcome) -> bool:
         """True when writing ``outcome`` may make other steps of the run ready."""
@@ -323,6 +330,36 @@ class StepRunner:
         verdict = state.store.record_progress(running.token, encoded, state.now())
         self._apply_verdict(running, verdict, started)
 
+    def memo(
+        self,
+        running: RunningAttempt,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """``ctx.memo(name, fn, ...)``: the result recorded for this step, or ``fn``'s, recorded.
+
+        The record is fenced by the attempt's lease: an attempt that lost it
+        records nothing, is finalized as lost here (its outcome is not written)
+        and gets :class:`~cairnflow.LeaseLost`.
+        """
+        journal = self._state.journal("ctx.memo()")
+        _raise_if_over(running)
+        claimed = running.claimed
+        try:
+            return journal.run(
+                claimed.run_id, claimed.step, name, fn, args, kwargs, lease=running.token
+            )
+        except LeaseLost:
+            if running.finalize(End.LEASE_LOST):
+                running.cancel()
+            raise
+
+    def locks(self, what: str) -> Locks:
+        """The client's named locks (``ctx.lock()`` and its kin)."""
+        return self._state.locks(what)
+
     def _apply_verdict(
         self, running: RunningAttempt, verdict: AttemptState, started: float
     ) -> None:
@@ -370,4 +407,3 @@ def _closure_step(closure: Callable[[], Any]) -> Callable[[StepContext, Any], An
         return closure()
 
     return call
-

@@ -303,9 +303,7 @@ class Scheduler:
         labels = {**schedule.labels, SCHEDULE_LABEL: record.name}
         return self._make_run(Job(record.workflow, schedule.payload, labels=labels), now)
 
-    def _report(
-        self, record: ScheduleRecord, ticks: list[TickRecord], run_ids: list[str]
-    ) -> None:
+    def _report(self, record: ScheduleRecord, ticks: list[TickRecord], run_ids: list[str]) -> None:
         """Tell ``on_tick`` of every tick written (fired ones with their runs, in order)."""
         if self._on_tick is None:
             return

@@ -15,15 +15,19 @@ from dataclasses import dataclass, replace
 from .._caps import Cap
 from .._checks import check_int, check_seconds
 from .._errors import InvalidName, Unsupported
+from .._fleet import Recycle, check_recycle
 from .._names import check_name
 from .._queues import QueueConfig
 
-__all__ = ["ROLES", "Settings", "check_queues"]
+__all__ = ["DEFAULT_ERROR_HISTORY", "ROLES", "Settings", "check_queues"]
 
 _NS = 1_000_000_000
 
 DEFAULT_WORKERS = 8
 """A client's workers when neither it nor each of its queues says how many."""
+
+DEFAULT_ERROR_HISTORY = 20
+"""The errors a run keeps where the store declares ``Cap.ERROR_HISTORY`` and no one said."""
 
 ROLES = ("all", "worker", "scheduler")
 """What a client does: everything, run steps only, or fire schedules only."""
@@ -57,8 +61,15 @@ class Settings:
     """How long an enqueue sends its runs again while the store is unavailable, in seconds
     (0: never); then it raises :class:`~cairnflow.OutcomeUnknown`."""
     queues: tuple[QueueConfig, ...] = ()
+    error_history: int = 0
+    """How many errors of its last failed attempts a run keeps (``Cap.ERROR_HISTORY``; 0: none).
+    A workflow's own ``error_history`` overrides it."""
     """The queues this client serves, as configured, each with its ``workers`` filled in
     (empty: the queues of its registered workflows, each with the client's workers)."""
+    recycle: Recycle | None = None
+    """When the client drains and stops by itself (``Cap.DRAIN``); None: never."""
+    enqueue_only: bool = False
+    """True for a client that only enqueues and reads (``Cap.ENQUEUE_ONLY``): never started."""
 
     @property
     def runs_steps(self) -> bool:
@@ -94,6 +105,9 @@ class Settings:
         tick_retention: object = 7 * 86_400.0,
         enqueue_timeout: object = 30.0,
         queues: object = None,
+        recycle: object = None,
+        enqueue_only: object = False,
+        error_history: object = None,
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
@@ -111,9 +125,27 @@ class Settings:
         node = node_id if node_id is not None else _default_node_id()
         if not isinstance(node, str) or not 1 <= len(node) <= 255 or not node.isprintable():
             raise InvalidName(f"invalid node_id {node!r}: 1 to 255 printable characters")
+        checked_recycle = check_recycle(recycle)
+        if checked_recycle is not None and Cap.DRAIN not in capabilities:
+            raise Unsupported(Cap.DRAIN, "Client(recycle=...)")
+        if not isinstance(enqueue_only, bool):
+            raise TypeError(f"enqueue_only must be True or False, got {enqueue_only!r}")
+        if enqueue_only:
+            if Cap.ENQUEUE_ONLY not in capabilities:
+                raise Unsupported(Cap.ENQUEUE_ONLY, "Client(enqueue_only=True)")
+            if checked_recycle is not None:
+                raise ValueError("an enqueue_only client never runs steps: it takes no recycle")
+        if error_history is None:
+            # The default where the store keeps histories; none (and no refusal) where not.
+            kept = DEFAULT_ERROR_HISTORY if Cap.ERROR_HISTORY in capabilities else 0
+        else:
+            kept = check_int("error_history", error_history, minimum=0, maximum=10_000)
+            if kept and Cap.ERROR_HISTORY not in capabilities:
+                raise Unsupported(Cap.ERROR_HISTORY, "Client(error_history=...)")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         return cls(
+            error_history=kept,
             role=str(role),
             tick_retention=check_seconds("tick_retention", tick_retention),
             enqueue_timeout=check_seconds("enqueue_timeout", enqueue_timeout, zero=True),
@@ -131,6 +163,8 @@ class Settings:
                 queue if queue.workers is not None else replace(queue, workers=workers)
                 for queue in configured
             ),
+            recycle=checked_recycle,
+            enqueue_only=enqueue_only,
         )
 
 

@@ -16,12 +16,13 @@ import threading
 from collections.abc import Collection, Iterable, Sequence
 
 from .._caps import Cap
-from .._errors import PayloadTooLarge, Unsupported
+from .._errors import Unsupported
 from .._queues import DEFAULT_QUEUE, QueueConfig
 from ..clock import Clock
-from ..codec import Codec
+from ..codec import Codec, encode_within
 from ..notify import Notifier
 from ..retry import JitterSource
+from ..state import Journal, Locks
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim, Store, StoreFacets
 from ..workflow import Workflow
 from ._attempt import RunningAttempt
@@ -87,11 +88,19 @@ class EngineState:
         self.running = False
         self.finished = threading.Condition()
         self._timers: list[int] = []
+        self._journal: Journal | None = None
+        self._locks: Locks | None = None
         self.attempt_time = 0.0
         """A moving average of how long an attempt runs, from its worker's start to its
         outcome, in seconds (written by the workers)."""
         self.write_time = 0.0
         """A moving average of how long the committer's writes take, in seconds."""
+        self.claimed_total = 0
+        """Attempts this client claimed since it started (what ``Recycle.jobs`` counts)."""
+        self.max_claims: int | None = settings.recycle.jobs if settings.recycle else None
+        """With ``Recycle(jobs=n)``: the client claims no more than ``n`` attempts in all."""
+        self.claims_spent = threading.Event()
+        """Set once :attr:`max_claims` attempts were claimed (the recycle watch drains then)."""
 
     # -- capabilities -------------------------------------------------------------------
     def require(self, cap: Cap, what: str) -> None:
@@ -99,28 +108,35 @@ class EngineState:
         if cap not in self.caps:
             raise Unsupported(cap, what, store=f"the {self.store.describe().driver} store")
 
+    # -- durable step state (made on first use: most clients never memo or lock) ----------
+    def journal(self, what: str) -> Journal:
+        """The client's :class:`~cairnflow.Journal` (its codec, payload limit and clock)."""
+        self.require(Cap.JOURNAL, what)
+        journal = self._journal
+        if journal is None:
+            journal = self._journal = Journal(
+                self.store,
+                codec=self.codec,
+                payload_limit=self.settings.payload_limit,
+                clock=self.clock,
+            )
+        return journal
+
+    def locks(self, what: str) -> Locks:
+        """The client's :class:`~cairnflow.Locks` (on the database's clock where there is one)."""
+        self.require(Cap.LOCKS, what)
+        locks = self._locks
+        if locks is None:
+            locks = self._locks = Locks(self.store)
+        return locks
+
     # -- payloads ----------------------------------------------------------------------------
     def encode(self, value: object, what: str) -> bytes:
-        """``value`` encoded by the client's codec, within the payload limit.
+        """``value`` encoded by the client's codec, within ``payload_limit``.
 
-        The one check of every value a client writes (payloads, signal payloads,
-        step outputs, progress): ``TypeError`` naming ``what`` when the codec
-        cannot encode it (a value nested too deep included), and
-        :class:`~cairnflow.PayloadTooLarge` when it is over ``payload_limit``.
+        The one check of every value a client writes (:func:`~cairnflow.codec.encode_within`).
         """
-        codec = self.codec
-        try:
-            data = codec.encode(value)
-        except PayloadTooLarge:
-            raise
-        except (TypeError, ValueError, RecursionError) as error:
-            reason = "it is nested too deep" if isinstance(error, RecursionError) else str(error)
-            message = f"{what} cannot be encoded by the {codec.name} codec: {reason}"
-            raise TypeError(message) from error
-        limit = self.settings.payload_limit
-        if limit is not None and len(data) > limit:
-            raise PayloadTooLarge(len(data), limit, what)
-        return data
+        return encode_within(self.codec, value, what, self.settings.payload_limit)
 
     # -- registry ---------------------------------------------------------------------------
     def register(self, workflow: Workflow) -> None:
@@ -308,6 +324,8 @@ class EngineState:
             total = (
                 self.settings.workers + ahead - self.in_flight - self.reserved + sum(freed.values())
             )
+            if self.max_claims is not None:
+                total = min(total, self.max_claims - self.claimed_total - self.reserved)
             if total <= 0:
                 return None  # the queues' flags stay set: the next freed slot claims
             asks: list[tuple[QueueSlots, int]] = []
@@ -365,6 +383,10 @@ class EngineState:
             self._free(freed)
             self._hold(attempts)
             note_claimed(self.queues, request.queues, request.limit, claimed)
+            self.claimed_total += len(claimed)
+            spent = self.max_claims is not None and self.claimed_total >= self.max_claims
+        if spent:
+            self.claims_spent.set()
         for running in attempts:
             self.handoff.put(running)
         if len(claimed) >= request.limit:

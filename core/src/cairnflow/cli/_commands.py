@@ -16,15 +16,21 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import Client, QueueConfig, Workflow, __version__
-from .._errors import CairnError
+from .. import Cap, Client, QueueConfig, Recycle, StopCause, StopReport, Workflow, __version__
+from .._errors import CairnError, InvalidName, InvalidQuery
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..sql import SQLStore
 from ..store import Store
+from ._filters import parse_label, parse_labels, parse_since
 from ._queues import parse_queues
 
-__all__ = ["main", "store_option"]
+__all__ = ["RECYCLE_EXIT_STATUS", "main", "store_option"]
+
+RECYCLE_EXIT_STATUS = 75
+"""``cairn worker``'s exit status after a recycle (``--max-jobs``, ``--max-seconds``,
+``--max-memory-mb``): EX_TEMPFAIL of sysexits.h, "try again": a supervisor starts a
+fresh process. A stop on a signal or when idle exits 0."""
 
 console = Console()
 
@@ -192,6 +198,41 @@ def _load_app(spec: str) -> list[Workflow]:
 )
 @click.option("--node-id", default=None)
 @click.option(
+    "--max-jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Recycle: take this many attempts, drain, exit {RECYCLE_EXIT_STATUS}.",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help=f"Recycle: after running this long, drain and exit {RECYCLE_EXIT_STATUS}.",
+)
+@click.option(
+    "--max-memory-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help=f"Recycle: once resident memory reaches this (MiB), drain and exit {RECYCLE_EXIT_STATUS}.",
+)
+@click.option(
+    "--stop-when-idle",
+    "idle_grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Drain and exit 0 once no unfinished run of the --app workflows on the served "
+    "queues existed for SECONDS.",
+)
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="On SIGTERM/SIGINT, an idle stop or a recycle: how long running steps get to "
+    "finish before they are handed back (a second signal hands them back at once).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -208,30 +249,64 @@ def worker(
     max_reclaims: int,
     prefetch: int | None,
     node_id: str | None,
+    max_jobs: int | None,
+    max_seconds: float | None,
+    max_memory_mb: float | None,
+    idle_grace: float | None,
+    drain_timeout: float,
     log_level: str,
     pairs: tuple[str, ...],
 ) -> None:
-    """Run workflows from --app on URL until SIGINT or SIGTERM."""
+    """Run workflows from --app on URL until SIGTERM or SIGINT, then drain.
+
+    On the first SIGTERM or SIGINT the worker stops claiming, lets running steps
+    finish for up to --drain-timeout seconds and hands the rest back to the other
+    workers; a second signal hands them back at once. Exit status: 0 after a
+    signal or --stop-when-idle; 75 (EX_TEMPFAIL) after a recycle (--max-jobs,
+    --max-seconds, --max-memory-mb), for a supervisor to start a fresh process.
+    """
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     workflows = _load_app(app)
     store = _open(url, pairs)
-    client = Client(
-        store,
-        workers=workers,
-        queues=queues,
-        poll_interval=poll_interval,
-        lease=lease,
-        max_reclaims=max_reclaims,
-        prefetch=prefetch,
-        node_id=node_id,
-    )
-    client.register(*workflows)
+    recycle = None
+    if max_jobs is not None or max_seconds is not None or max_memory_mb is not None:
+        recycle = Recycle(
+            jobs=max_jobs,
+            seconds=max_seconds,
+            memory_mb=max_memory_mb,
+            drain_timeout=drain_timeout,
+        )
+    try:
+        client = Client(
+            store,
+            workers=workers,
+            queues=queues,
+            poll_interval=poll_interval,
+            lease=lease,
+            max_reclaims=max_reclaims,
+            prefetch=prefetch,
+            node_id=node_id,
+            recycle=recycle,
+        )
+        client.register(*workflows)
+        if idle_grace is not None:
+            client.stop_when_idle(idle_grace, drain_timeout=drain_timeout)
+    except BaseException:
+        store.close()
+        raise
     done = threading.Event()
+    signals = 0
 
     def on_signal(signum: int, _frame: object) -> None:
+        nonlocal signals
+        signals += 1
         done.set()
+        if signals > 1:
+            # A second signal: hand what still runs back now (it cuts the drain short; one
+            # that lands before the drain began stops the client at once).
+            client.stop()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -239,42 +314,130 @@ def worker(
     names = ", ".join(w.name for w in workflows)
     served = ", ".join(q.name for q in queues) if queues else "their queues"
     console.print(f"worker {client.node_id} running {names} ({served}) on {_where(store)}")
+    report: StopReport | None = None
     try:
-        while not done.wait(1.0):
+        # Wait in slices: the kernel may deliver a signal to any thread, and Python runs
+        # the handler only when the main thread wakes up. The client may stop by itself
+        # (idle, recycle): then its own thread drains it.
+        while not done.wait(0.2) and client.running:
             pass
+        if client.running:
+            console.print(f"draining: running steps get up to {drain_timeout:g}s to finish")
+        report = _drain(client, drain_timeout)
     finally:
-        console.print("stopping: handing running steps back")
-        client.stop()
+        if report is None:
+            client.stop()
         store.close()
+    back = len(report.handed_back)
+    console.print(f"stopped ({report.cause.value}); {back} attempt(s) handed back")
+    if report.cause.recycle:
+        sys.exit(RECYCLE_EXIT_STATUS)
+
+
+def _drain(client: Client, timeout: float) -> StopReport:
+    """Drain ``client`` (or wait for the stop it began itself) and return the report."""
+    if Cap.DRAIN in client.capabilities:  # drain() waits for a stop begun already
+        report = client.drain(timeout)
+        if Cap.SHUTDOWN_REQUEUE in client.capabilities:
+            return client.wait_stopped()
+        return report
+    client.stop(grace=timeout)  # a store without DRAIN: the same, without a report
+    return StopReport(StopCause.REQUESTED)
 
 
 @main.command()
 @click.argument("url")
-@click.option("--workflow", default=None)
-@click.option("--status", "statuses", multiple=True)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--workflow", default=None, help="Runs of this workflow.")
+@click.option("--queue", default=None, help="Runs on this queue.")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    help="pending, queued, running, waiting, succeeded, failed, cancelled or discarded "
+    "(repeatable: any of them).",
+)
+@click.option(
+    "--label", "labels", multiple=True, callback=parse_labels, metavar="NAME=VALUE",
+    help="Runs with this label (repeatable: all of them).",
+)  # fmt: skip
+@click.option(
+    "--label-prefix", callback=parse_label, metavar="NAME=PREFIX",
+    help="Runs whose label NAME starts with PREFIX.",
+)  # fmt: skip
+@click.option(
+    "--since", callback=parse_since, metavar="WHEN",
+    help="Runs created since WHEN: a duration before now (30s, 90m, 2h, 7d) or an ISO time.",
+)  # fmt: skip
+@click.option("--limit", default=50, show_default=True, help="Runs per page (1 to 1000).")
+@click.option("--cursor", default=None, help="The next page: the cursor a listing printed.")
+@click.option("--count", is_flag=True, help="Also count every run the filters match.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, then the cursor.")
 @store_option
 def runs(
-    url: str, workflow: str | None, statuses: tuple[str, ...], limit: int, pairs: tuple[str, ...]
+    url: str,
+    workflow: str | None,
+    queue: str | None,
+    statuses: tuple[str, ...],
+    labels: dict[str, str],
+    label_prefix: tuple[str, str] | None,
+    since: int | None,
+    limit: int,
+    cursor: str | None,
+    count: bool,
+    as_json: bool,
+    pairs: tuple[str, ...],
 ) -> None:
-    """List runs in URL, newest first."""
+    """List runs in URL, newest first, filtered (every filter given must hold)."""
     store = _open(url, pairs, migrated=True)
     try:
-        listing = Client(store).runs(workflow=workflow, status=statuses or None, limit=limit)
+        listing = Client(store).runs(
+            workflow=workflow,
+            queue=queue,
+            status=statuses or None,
+            labels=labels,
+            label_prefix=label_prefix,
+            created_since=since,
+            limit=limit,
+            cursor=cursor,
+            count=count,
+        )
+    except (InvalidQuery, InvalidName) as error:
+        raise click.UsageError(str(error)) from None
     finally:
         store.close()
+    if as_json:
+        for run in listing.runs:
+            click.echo(
+                json.dumps(
+                    {
+                        "id": run.id,
+                        "workflow": run.workflow,
+                        "queue": run.queue,
+                        "status": run.status.value,
+                        "labels": dict(run.labels),
+                        "created_at_ns": run.created_at_ns,
+                        "finished_at_ns": run.finished_at_ns,
+                        "failed_step": run.failed_step,
+                        "error": run.error_summary,
+                        "steps": dict(run.step_counts),
+                    }
+                )
+            )
+        click.echo(json.dumps({"cursor": listing.cursor, "total": listing.total}))
+        return
     table = Table(title=f"Runs in {url}")
     # A run id is never cut (it is pasted into `cairn show`): the other columns give way.
     table.add_column(
         "id", no_wrap=True, min_width=max((len(r.id) for r in listing.runs), default=2)
     )
-    for column in ("workflow", "status", "created", "finished", "steps"):
+    for column in ("workflow", "status", "created", "finished", "steps", "error"):
         table.add_column(column, overflow="fold")
     for run in listing.runs:
         steps = " ".join(f"{k}:{v}" for k, v in sorted(run.step_counts.items()))
         finished = (
             from_ns(run.finished_at_ns).isoformat(timespec="seconds") if run.finished_at_ns else ""
         )
+        failure = f"{run.failed_step}: {run.error_summary}" if run.failed_step else ""
         table.add_row(
             run.id,
             run.workflow,
@@ -282,8 +445,13 @@ def runs(
             from_ns(run.created_at_ns).isoformat(timespec="seconds"),
             finished,
             steps,
+            failure or (run.error_summary or ""),
         )
     console.print(table)
+    if listing.total is not None:
+        console.print(f"{listing.total} run(s) match")
+    if listing.cursor is not None:
+        console.print(f"more: --cursor {listing.cursor}")
 
 
 @main.command()

@@ -347,5 +347,14 @@ class Dialect:
         """Open the transaction one migration file runs in."""
         self.begin(cursor, write=True)
 
+    def migration_statement(self, cursor: Cursor, statement: str) -> None:
+        """Run one statement of a migration file; by default, as it is.
+
+        An engine whose DDL commits on its own (MySQL) may let a statement that
+        finds its work done already succeed (a column a migrator added before it
+        died, without its ledger row), where its SQL has no ``IF NOT EXISTS``.
+        """
+        cursor.execute(statement)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

@@ -42,8 +42,8 @@ __all__ = ["Enqueue", "EnqueueRows"]
 
 log = logging.getLogger("cairnflow.sql")
 
-EnqueueRows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]]
-"""Run ids, run rows and step rows of one enqueue (:meth:`Enqueue.prepare`)."""
+EnqueueRows = tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+"""Run ids, run rows, step rows and label rows of one enqueue (:meth:`Enqueue.prepare`)."""
 
 _StepShape = tuple[str, str, int, str, str, int]
 """What a step row takes from its workflow: name, kind, position, parents and children as
@@ -120,6 +120,7 @@ class Enqueue(Part):
         run_ids = [new.id for new in runs]
         run_rows = []
         step_rows = []
+        label_rows = []
         for new in runs:
             run_id, workflow, queue, priority = new.id, new.workflow, new.queue, new.priority
             run_at = new.run_at
@@ -139,6 +140,8 @@ class Enqueue(Part):
                     run_at,
                 )
             )
+            for name, value in labels.items():  # the label index (Cap.LABEL_PREFIX)
+                label_rows.append((run_id, name, value, new.created_at))
             root_status = "ready" if run_at <= new.created_at else "scheduled"
             for step_id, (name, kind, position, parents, children, parents_left) in zip(
                 new.step_ids, self._shape(new.steps), strict=True
@@ -161,7 +164,7 @@ class Enqueue(Part):
                         run_at if root else None,
                     )
                 )
-        return run_ids, run_rows, step_rows
+        return run_ids, run_rows, step_rows, label_rows
 
     def _shape(self, steps: tuple[NewStep, ...]) -> tuple[_StepShape, ...]:
         """What the step rows of every run of a workflow share, made once per workflow.
@@ -213,13 +216,15 @@ class Enqueue(Part):
         for it. ``fire_ticks`` creates a schedule's runs through here, in its own
         transaction.
         """
-        run_ids, run_rows, step_rows = rows
+        run_ids, run_rows, step_rows, label_rows = rows
         # Each statement is checked against the server's statement limit before it is
         # sent: an oversized payload refuses the whole enqueue, and nothing is written.
         # A batch goes out as few statements as the dialect makes (Dialect.batch_insert).
         q, tx = self._q, self._tx
         tx.insert_many(cur, q.insert_runs, run_rows)
         tx.insert_many(cur, q.insert_steps, step_rows)
+        if label_rows:  # a run without labels costs no statement more
+            tx.insert_many(cur, q.insert_labels, label_rows)
         return run_ids
 
     def landed(self, runs: Sequence[NewRun]) -> list[str] | None:

@@ -42,6 +42,7 @@ from ..store import (
 )
 from ._claims import Claims
 from ._dialect import Cursor
+from ._history import ErrorLog
 from ._leases import Leases
 from ._parts import Context, Part, chunks, split_token
 from ._queries import Queries
@@ -118,10 +119,13 @@ class Outcomes(Part):
     """``finish_and_claim`` (and ``finish``, ``finish_many``), ``advance_due``,
     ``send_signal``, ``cancel_run``."""
 
-    def __init__(self, context: Context, *, claims: Claims, leases: Leases) -> None:
+    def __init__(
+        self, context: Context, *, claims: Claims, leases: Leases, errors: ErrorLog
+    ) -> None:
         super().__init__(context)
         self._claims = claims
         self._leases = leases
+        self._errors = errors
 
     def finish_and_claim(
         self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
@@ -284,15 +288,25 @@ class Outcomes(Part):
             return self._succeeded(cur, run_id, children, tally, now)
         if isinstance(outcome, Failed):
             error = outcome.error.to_json()
-            if outcome.retry_at is not None:
-                status = _due_status(outcome.retry_at, now)
-                if not fenced(q.retry, status, outcome.retry_at, error):
+            retry_at = outcome.retry_at
+            if outcome.judged:
+                # The failure policy, judged on the run as stored (its row is locked):
+                # two steps failing at once on two clients are counted one after the other.
+                row = self._execute(cur, q.run_failures, (run_id,)).fetchone()
+                if row is None or not outcome.retry_stands(int(row[0]), int(row[1])):
+                    retry_at = None
+            if retry_at is not None:
+                status = _due_status(retry_at, now)
+                if not fenced(q.retry, status, retry_at, error):
                     return lost()
+                self._errors.record(cur, run_id, outcome, error, now)
                 return FinishResult(AttemptState.HELD, ready=1)
             if not fenced(q.fail, error, now):
                 return lost()
-            self._end_run(cur, run_id, Status.FAILED.value, error, now)
-            return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
+            self._errors.record(cur, run_id, outcome, error, now)
+            final = outcome.final_status
+            self._end_run(cur, run_id, final.value, error, now)
+            return FinishResult(AttemptState.HELD, run_status=final)
         if isinstance(outcome, Snoozed):
             if not fenced(q.snooze, _due_status(outcome.until, now), outcome.until):
                 return lost()

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..store import RunQuery
 from . import _statements as s
 from ._dialect import BatchInsert, ClaimPlan, Dialect, Statement
+from ._filters import driving_label, run_filter
 from ._statements import RUN_COLUMNS, STEP_COLUMNS, UNFINISHED
 from ._tables import TABLES, Tables
 
@@ -76,6 +78,13 @@ class Queries:
             (("attempt", "0"), ("failures", "0"), ("reclaims", "0")),
             self.insert_step,
         )
+        self.insert_labels = BatchInsert(
+            tables.run_labels,
+            tuple(column for column, _ in s.NEW_LABEL_VALUES),
+            tuple(kind for _, kind in s.NEW_LABEL_VALUES),
+            (),
+            r(s.INSERT_LABEL),
+        )
         self._holder_of_key = r(s.HOLDER_OF_KEY)
         self._runs_named = r(s.RUNS_NAMED)
         # -- claiming
@@ -116,6 +125,7 @@ class Queries:
         self._ready_children = r(s.READY_CHILDREN)
         self.count_steps_done = r(s.COUNT_STEPS_DONE)
         self.end_run = r(s.END_RUN)
+        self.run_failures = r(s.RUN_FAILURES)
         self.unfinished_steps = r(s.UNFINISHED_STEPS)
         self._cancel_steps = r(s.CANCEL_STEPS)
         self.drop_signals = r(s.DROP_SIGNALS)
@@ -134,6 +144,10 @@ class Queries:
         self.get_run = r(s.GET_RUN)
         self.get_steps = r(s.GET_STEPS)
         self._list_runs = r(s.LIST_RUNS)
+        self._count_runs = r(s.COUNT_RUNS)
+        self._list_runs_by_label = r(s.LIST_RUNS_BY_LABEL)
+        self._count_runs_by_label = r(s.COUNT_RUNS_BY_LABEL)
+        self._labels_within = r(s.LABELS_WITHIN)
         self._step_counts = r(s.STEP_COUNTS)
         # -- schedules
         self.get_schedule = r(s.GET_SCHEDULE)
@@ -161,6 +175,17 @@ class Queries:
         self.insert_pause = r(s.INSERT_PAUSE)
         self.delete_pause = r(s.DELETE_PAUSE)
         self.list_pauses = r(s.LIST_PAUSES)
+        # -- the journal
+        self.read_journal = r(s.READ_JOURNAL)
+        self.hold_step = r(s.HOLD_STEP)
+        self.insert_journal = r(s.INSERT_JOURNAL)
+        # -- named locks
+        self.lock_named = r(s.LOCK_NAMED)
+        self.read_named = r(s.READ_NAMED)
+        self.insert_named = r(s.INSERT_NAMED)
+        self.take_named = r(s.TAKE_NAMED)
+        self.extend_named = r(s.EXTEND_NAMED)
+        self.release_named = r(s.RELEASE_NAMED)
         # -- global queue limits
         self.find_limiter = r(s.FIND_LIMITER)
         self.insert_limiter = r(s.INSERT_LIMITER)
@@ -305,26 +330,42 @@ class Queries:
         return self._cancel_steps.format(ids=marks(len(step_ids))), (now, *step_ids)
 
     def list_runs(
-        self,
-        *,
-        workflow: str | None,
-        states: Sequence[str] | None,
-        before_seq: int | None,
-        limit: int,
+        self, query: RunQuery, *, before_seq: int | None, limit: int, by_label: bool = False
     ) -> Statement:
-        """Runs newest first, filtered in SQL by workflow, state and cursor."""
-        filters = ""
-        params: list[Any] = []
-        if workflow is not None:
-            filters += " AND workflow = ?"
-            params.append(workflow)
-        if states is not None:
-            filters += f" AND state IN ({marks(len(states))})"
-            params.extend(states)
-        if before_seq is not None:
-            filters += " AND seq < ?"
-            params.append(before_seq)
-        return self._list_runs.format(filters=filters), (*params, limit)
+        """Runs matching ``query`` newest first, after the cursor ``before_seq``.
+
+        ``by_label``: driven from the label index's rows of the query's
+        :func:`driving_label` (see :meth:`labels_within`) rather than from the runs
+        newest first.
+        """
+        driver = driving_label(query) if by_label else None
+        if driver is None:
+            filters, params = run_filter(query, self.tables, before_seq=before_seq)
+            return self._list_runs.format(filters=filters), (*params, limit)
+        joined, driving, bounds = driver
+        filters, params = run_filter(query, self.tables, before_seq=before_seq, joined=joined)
+        sql = self._list_runs_by_label.format(driving=driving, filters=filters)
+        return sql, (*bounds, *params, limit)
+
+    def count_runs(self, query: RunQuery, *, by_label: bool = False) -> Statement:
+        """How many runs match ``query`` (its cursor aside); ``by_label`` as in list_runs."""
+        driver = driving_label(query) if by_label else None
+        if driver is None:
+            filters, params = run_filter(query, self.tables)
+            return self._count_runs.format(filters=filters), params
+        joined, driving, bounds = driver
+        filters, params = run_filter(query, self.tables, joined=joined)
+        sql = self._count_runs_by_label.format(driving=driving, filters=filters)
+        return sql, (*bounds, *params)
+
+    def labels_within(self, query: RunQuery, bound: int) -> Statement | None:
+        """How many label rows the query's driving label has, counting no further than
+        ``bound``; None when the query has no label."""
+        driver = driving_label(query)
+        if driver is None:
+            return None
+        _joined, driving, bounds = driver
+        return self._labels_within.format(driving=driving), (*bounds, bound)
 
     def step_counts(self, run_ids: Sequence[str]) -> Statement:
         """How many steps of each run have each status."""

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from .._models import ErrorInfo, StepKind, StepStatus
 from ..store import (
+    HeldLock,
     Leader,
     Pause,
     PauseKind,
@@ -42,6 +43,7 @@ __all__ = [
     "FinishingStep",
     "LeaderRow",
     "LeaseState",
+    "LockRow",
     "LockedRun",
     "LockedSchedule",
     "PauseRow",
@@ -499,6 +501,26 @@ class LeaderRow(NamedTuple):
     def record(self) -> Leader:
         """The lease as the ``Leadership`` facet returns it (the fields have its names)."""
         return Leader(**self._asdict())
+
+
+# -- named locks ---------------------------------------------------------------------------
+class LockRow(NamedTuple):
+    """A named lock as ``LOCK_COLUMNS`` reads it (``lock_named``, ``read_named``)."""
+
+    name: str
+    token: str
+    taken_at: int
+    expires_at: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LockRow:
+        """Convert a row of ``LOCK_COLUMNS``."""
+        name, token, taken_at, expires_at = row
+        return _new(cls, (to_text(name), to_text(token), int(taken_at), int(expires_at)))
+
+    def record(self) -> HeldLock:
+        """The lock as the ``Locking`` facet returns it (the fields have its names)."""
+        return HeldLock(**self._asdict())
 
 
 # -- pauses --------------------------------------------------------------------------------

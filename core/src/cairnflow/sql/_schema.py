@@ -73,7 +73,7 @@ class Schema(Part):
                             conn.commit()
                             continue
                         for statement in migration.statements(tables):
-                            cursor.execute(statement)
+                            dialect.migration_statement(cursor, statement)
                         self._execute(
                             cursor,
                             q.record_migration,

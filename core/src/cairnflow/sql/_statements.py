@@ -1,17 +1,17 @@
 """Every statement of the SQL store, by name, in portable SQL with ``?`` placeholders.
 
-Templates, grouped by the transition that runs them, so a statement is found
-by its name and read as SQL. :class:`~cairnflow.sql.Queries` renders them once
-per store (:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``,
-``{schedules}``, ``{ticks}``, ``{leaders}``, ``{pauses}``, ``{limits}`` and
+Templates, grouped by the transition that runs them, so a statement is found by its name
+and read as SQL. :class:`~cairnflow.sql.Queries` renders them once per store
+(:func:`render`): ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
+``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}`` and
 ``{migrations}`` become the namespace's quoted tables, ``{for_update}``,
-``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and
-the column lists below are filled in. What only a call knows is left in braces
-for the call to fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get
-one ``?`` per item (:func:`~cairnflow.sql._queries.marks`), ``{held}`` one
-fenced pair per lease (:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}``
-one primary key per tick, ``{ready}`` the claim's ready subquery, ``{whens}``
-and ``{filters}`` optional clauses. Values are always bound, never formatted in.
+``{skip_locked}`` and ``{lock_runs_joined}`` the dialect's lock clauses, and the column
+lists below are filled in. What only a call knows is left in braces for the call to
+fill: ``{ids}``, ``{names}``, ``{workflows}``, ``{keys}`` get one ``?`` per item
+(:func:`~cairnflow.sql._queries.marks`), ``{held}`` one fenced pair per lease
+(:func:`~cairnflow.sql._queries.held_by`), ``{tick_keys}`` one primary key per tick,
+``{ready}`` the claim's ready subquery, ``{whens}`` and ``{filters}`` optional clauses.
+Values are always bound, never formatted in.
 
 Every write of an attempt is fenced by its lease: ``WHERE id = ? AND
 lease_token = ? AND status = 'running'``. Every transition of a run locks the
@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 __all__ = [
     "LEADER_COLUMNS",
+    "LOCK_COLUMNS",
+    "NEW_LABEL_VALUES",
     "NEW_RUN_VALUES",
     "NEW_STEP_VALUES",
     "PAUSE_COLUMNS",
@@ -66,6 +68,8 @@ LEADER_COLUMNS = "role, node, term, lease_until"
 """A role's leadership lease (:class:`~cairnflow.sql._rows.LeaderRow`)."""
 PAUSE_COLUMNS = "kind, name, paused_at"
 """A paused queue or workflow (:class:`~cairnflow.sql._rows.PauseRow`)."""
+LOCK_COLUMNS = "name, token, taken_at, expires_at"
+"""A named lock (:class:`~cairnflow.sql._rows.LockRow`)."""
 
 
 def _aliased(alias: str, columns: str) -> str:
@@ -79,11 +83,13 @@ _FRAGMENTS = {
     "claimed_columns_s": _aliased("s", CLAIMED_COLUMNS),
     "claim_run_columns": CLAIM_RUN_COLUMNS,
     "claim_run_columns_r": _aliased("r", CLAIM_RUN_COLUMNS),
+    "run_columns_r": _aliased("r", RUN_COLUMNS),
     "schedule_columns": SCHEDULE_COLUMNS,
     "schedule_columns_s": _aliased("s", SCHEDULE_COLUMNS),
     "tick_columns": TICK_COLUMNS,
     "leader_columns": LEADER_COLUMNS,
     "pause_columns": PAUSE_COLUMNS,
+    "lock_columns": LOCK_COLUMNS,
     "unfinished": ", ".join(f"'{status}'" for status in UNFINISHED),
     # What a claim sets on each step it leases.
     "claimed_set": """
@@ -128,6 +134,18 @@ NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
 """The values of a run row, in the order :data:`INSERT_RUN` takes them, and their kinds
 (:class:`~cairnflow.sql.BatchInsert`); ``state`` is ``'active'`` in every new run."""
 
+INSERT_LABEL = """
+            INSERT INTO {run_labels} (run_id, name, value, created_at) VALUES (?, ?, ?, ?)"""
+"""One label of a new run, in the label index (``executemany``, in the enqueue's transaction)."""
+
+NEW_LABEL_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
+    ("run_id", "text"),
+    ("name", "text"),
+    ("value", "text"),
+    ("created_at", "int"),
+)
+"""The values of a label row, in the order :data:`INSERT_LABEL` takes them."""
+
 INSERT_STEP = """
             INSERT INTO {steps}
                 (id, run_id, workflow, queue, priority, name, kind, position, parents, children,
@@ -168,20 +186,30 @@ the enqueue, whether an earlier attempt of it landed (:func:`cairnflow.store.lan
 # Only due steps are 'ready' (steps due later are 'scheduled' until promoted), so the
 # claim has no range condition: it walks the ready index, led by the queue, in order and
 # stops at n. A claim of several queues runs this once per queue (docs/claim.md, 2).
-# Pauses are read here, by every claim, in its transaction: the queue's is one probe of the
-# pauses' primary key, uncorrelated, so evaluated once (a paused queue's statement returns
-# nothing without reading its ready rows); a workflow's is one probe per row the claim visits.
+# Pauses are read here, by every claim, in its transaction; nothing caches them past the
+# statement. The queue's is one probe of the pauses' primary key, uncorrelated, so evaluated
+# once (Postgres: an InitPlan); a workflow's is one probe per row the claim visits. A forced
+# run's steps (force_run, Cap.FORCE_RUN: forced = 1) pass both: the queue's check becomes
+# "no pause OR forced", a column test per row beside the once-evaluated probe; the workflow's
+# names the row's flag inside the NOT EXISTS, which stays an anti join probing the primary key
+# (an OR around it would let Postgres hash every pause for each claim). With no pause, plain
+# W2 claims as before. The known cost: a paused queue's claim walks the queue's ready rows
+# looking for forced ones, where it returned at once before (10,000 ready rows on PostgreSQL
+# 15, on a busy machine: 16-33 ms a claim instead of 0.6-3 ms); a queue that came back short
+# is asked again only on a wake-up or a poll (docs/claim.md, 1).
 READY = """
             SELECT id FROM {steps} s
             WHERE status = 'ready' AND queue = ? AND workflow IN ({workflows})
-                AND NOT EXISTS (SELECT 1 FROM {pauses} WHERE kind = 'queue' AND name = ?)
+                AND (NOT EXISTS (SELECT 1 FROM {pauses} WHERE kind = 'queue' AND name = ?)
+                    OR s.forced = 1)
                 AND NOT EXISTS (
-                    SELECT 1 FROM {pauses} p WHERE p.kind = 'workflow' AND p.name = s.workflow
+                    SELECT 1 FROM {pauses} p
+                    WHERE p.kind = 'workflow' AND p.name = s.workflow AND s.forced = 0
                 )
             ORDER BY priority DESC, due_at, id
             LIMIT ?"""
-"""One queue's most urgent ready steps of workflows not paused, unless the queue is paused:
-the subquery (or first statement) of every claim."""
+"""One queue's most urgent ready steps of workflows not paused, unless the queue is paused,
+and those of forced runs: the subquery (or first statement) of every claim."""
 
 UPDATE_RETURNING = """
             UPDATE {steps} SET {claimed_set}
@@ -365,6 +393,14 @@ READY_CHILDREN = """
 COUNT_STEPS_DONE = "UPDATE {runs} SET steps_left = steps_left - ? WHERE id = ?"
 """Count a run's steps that succeeded in a transaction (once per run, not per step)."""
 
+RUN_FAILURES = """
+            SELECT r.run_at, (SELECT COALESCE(SUM(s.failures), 0) FROM {steps} s
+                              WHERE s.run_id = r.id)
+            FROM {runs} r WHERE r.id = ?"""
+"""A locked run's ``run_at`` and its steps' failed attempts so far: what a failure policy
+(``Failed.retry_stands``) judges a retry by. Failures only, off the hot path; the steps are
+read through their ``(run_id, name)`` key."""
+
 END_RUN = """
             UPDATE {runs}
             SET state = ?, finished_at = ?, error = ?, active_key = NULL
@@ -449,11 +485,36 @@ GET_STEPS = """
 """The steps of one run, in the workflow's order."""
 
 LIST_RUNS = """
-            SELECT {run_columns} FROM {runs}
+            SELECT {run_columns_r} FROM {runs} r
             WHERE 1 = 1{filters}
-            ORDER BY seq DESC
+            ORDER BY r.seq DESC
             LIMIT ?"""
-"""Runs newest first, filtered by workflow, state and cursor (``seq``)."""
+"""Runs newest first, filtered by :func:`~cairnflow.sql._filters.run_filter` (and the cursor)."""
+
+LIST_RUNS_BY_LABEL = """
+            SELECT {run_columns_r} FROM {run_labels} lp CROSS JOIN {runs} r
+            WHERE {driving} AND r.id = lp.run_id{filters}
+            ORDER BY r.seq DESC
+            LIMIT ?"""
+"""Runs with a rare label (prefix or exact), driven from the label index: its rows give the
+few runs, each read by id, then sorted (``CROSS JOIN`` keeps SQLite's loops in that order; the other
+engines plan joins by cost anyway)."""
+
+COUNT_RUNS_BY_LABEL = """
+            SELECT COUNT(*) FROM {run_labels} lp CROSS JOIN {runs} r
+            WHERE {driving} AND r.id = lp.run_id{filters}"""
+"""How many runs with a rare label a filter matches."""
+
+LABELS_WITHIN = """
+            SELECT COUNT(*) FROM (
+                SELECT 1 FROM {run_labels} lp WHERE {driving} LIMIT ?
+            ) x"""
+"""How many label rows a label (prefix or exact) has, up to a bound (the value index alone)."""
+
+COUNT_RUNS = """
+            SELECT COUNT(*) FROM {runs} r
+            WHERE 1 = 1{filters}"""
+"""How many runs a filter matches (``RunQuery.count``)."""
 
 STEP_COUNTS = """
             SELECT run_id, status, COUNT(*) FROM {steps}
@@ -592,6 +653,47 @@ DELETE_PAUSE = "DELETE FROM {pauses} WHERE kind = ? AND name = ?"
 
 LIST_PAUSES = "SELECT {pause_columns} FROM {pauses} ORDER BY kind, name"
 """Every pause, by kind and name."""
+
+# -- the journal (Cap.JOURNAL): one row per memoised result, read and written by primary key ---
+READ_JOURNAL = "SELECT value FROM {journal} WHERE scope = ? AND step = ? AND name = ?"
+"""The value recorded under a key (the primary key: one probe)."""
+
+# The fence of a step's record: the attempt's step row, locked, with its lease still held.
+# The record commits with the lock held, so a reclaim (which writes the same row) either
+# ran before (the lease is gone: nothing is recorded) or waits until the record is in.
+HOLD_STEP = """
+            SELECT id FROM {steps}
+            WHERE id = ? AND lease_token = ? AND status = 'running'{for_update}"""
+"""Lock an attempt's step row while its lease is held (the primary key); no row: not held."""
+
+INSERT_JOURNAL = """
+            INSERT INTO {journal} (scope, step, name, value, recorded_at)
+            VALUES (?, ?, ?, ?, ?)"""
+"""Record a result. Of two recorders of one key, the primary key refuses the second, which
+reads the first's value (the first record wins)."""
+
+# -- named locks (Cap.LOCKS): a row per name with its holder's token and expiry ---------------
+# Never a session or advisory lock: those end with their connection, and a pool's connection
+# outlives (or dies before) the code that took the lock. Every statement is by primary key.
+LOCK_NAMED = "SELECT {lock_columns} FROM {locks} WHERE name = ?{for_update}"
+"""Lock a name's row (every taker of the name queues here); read who holds it until when."""
+
+READ_NAMED = "SELECT {lock_columns} FROM {locks} WHERE name = ?"
+"""A name's row as it stands, not locked (an operator's or a test's look)."""
+
+INSERT_NAMED = "INSERT INTO {locks} ({lock_columns}) VALUES (?, ?, ?, ?)"
+"""Take a name nobody holds (no row). Of two first takers, the primary key refuses one."""
+
+TAKE_NAMED = "UPDATE {locks} SET token = ?, taken_at = ?, expires_at = ? WHERE name = ?"
+"""Take the locked row of a name whose lock expired (or renew the holder's)."""
+
+EXTEND_NAMED = """
+            UPDATE {locks} SET expires_at = ?
+            WHERE name = ? AND token = ? AND expires_at > ?"""
+"""Move the expiry of a lock its token holds and that has not expired (one statement)."""
+
+RELEASE_NAMED = "DELETE FROM {locks} WHERE name = ? AND token = ?"
+"""Free a name, only for the token that holds it: the row goes, the table stays small."""
 
 # -- global queue limits (docs/claim.md, 3: lock the limiter, count under it) -----------------
 # A queue claimed with a global limit locks its row of the limits table, then counts the

@@ -24,8 +24,12 @@ hands the call to its part:
 * :mod:`._schedules`: the ``Schedules`` facet (``save_schedule``, ``fire_ticks``...);
 * :mod:`._leadership`: the ``Leadership`` facet (``claim_leadership``, ``resign_leadership``);
 * :mod:`._pauses`: the ``QueueControl`` facet (``pause``, ``resume``, ``pauses``);
+* :mod:`._journal`: the ``Journaling`` facet (``read_journal``, ``record_journal``);
+* :mod:`._locks`: the ``Locking`` facet (``take_lock``, ``release_lock``...).
+* :mod:`._timing`: the ``RunTiming`` facet (``reschedule_run``, ``force_run``, ``next_due``).
 * :mod:`._admin`: the ``RunAdmin`` facet (``reopen_run``, ``delete_runs``, ``cancel_runs``,
-  ``cancel_step``).
+  ``cancel_step``);
+* :mod:`._history`: the ``ErrorHistory`` facet (``run_errors``; failures recorded by outcomes).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -37,6 +41,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
+from .._models import RunError
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
@@ -46,6 +51,7 @@ from ..store import (
     ClaimedAttempt,
     ClaimRequest,
     FinishResult,
+    HeldLock,
     Leader,
     NewRun,
     Outcome,
@@ -56,7 +62,9 @@ from ..store import (
     Reopened,
     RunPage,
     RunQuery,
+    RunStatistics,
     ScheduleRecord,
+    ServerRecord,
     SignalResult,
     StoredRun,
     StoreInfo,
@@ -68,8 +76,11 @@ from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
 from ._errors import ErrorClassifier
+from ._history import ErrorLog
+from ._journal import Journal
 from ._leadership import Leadership
 from ._leases import Leases
+from ._locks import Locks
 from ._migrations import Migration
 from ._outcomes import Outcomes
 from ._parts import Context
@@ -78,7 +89,10 @@ from ._queries import Queries
 from ._reads import Reads
 from ._schedules import Schedules
 from ._schema import Schema
+from ._servers import ServerRows
+from ._stats import Stats
 from ._tables import Tables
+from ._timing import Timing
 from ._transactions import StoreStats, Transactions
 
 __all__ = ["SCHEDULE_CAPABILITIES", "SQL_CAPABILITIES", "SQLStore", "StoreStats"]
@@ -107,6 +121,9 @@ SQL_CAPABILITIES = frozenset(
         Cap.HEARTBEAT,
         Cap.PROGRESS,
         Cap.RUN_QUERY,
+        Cap.LABEL_PREFIX,
+        Cap.STATS,
+        Cap.SERVERS,
         *SCHEDULE_CAPABILITIES,
         Cap.LEADER_ELECTION,
         Cap.QUEUE,
@@ -114,11 +131,23 @@ SQL_CAPABILITIES = frozenset(
         Cap.QUEUE_LIMIT_GLOBAL,
         Cap.PAUSE_QUEUE,
         Cap.PAUSE_WORKFLOW,
+        Cap.DRAIN,
+        Cap.SHUTDOWN_REQUEUE,
+        Cap.ENQUEUE_ONLY,
+        Cap.JOURNAL,
+        Cap.LOCKS,
+        Cap.RESCHEDULE,
+        Cap.FORCE_RUN,
+        Cap.DUE_QUERY,
         Cap.RETRY_RUN,
         Cap.JOB_RETRY,
         Cap.DELETE_RUN,
         Cap.CANCEL_ALL,
         Cap.CANCEL_STEP,
+        Cap.RETRY_UNTIL,
+        Cap.RETRY_MAX_ERRORS,
+        Cap.DISCARD,
+        Cap.ERROR_HISTORY,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -183,12 +212,20 @@ class SQLStore:
         self._enqueue = Enqueue(context)
         self._claims = Claims(context)
         self._leases = Leases(context)
-        self._outcomes = Outcomes(context, claims=self._claims, leases=self._leases)
+        self._errors = ErrorLog(context)
+        self._outcomes = Outcomes(
+            context, claims=self._claims, leases=self._leases, errors=self._errors
+        )
         self._reads = Reads(context)
         self._schedules = Schedules(context, enqueue=self._enqueue)
         self._leadership = Leadership(context)
         self._pauses = Pauses(context)
+        self._journal = Journal(context)
+        self._locks = Locks(context)
+        self._timing = Timing(context)
         self._admin = Admin(context)
+        self._stats = Stats(context)
+        self._servers = ServerRows(context)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -426,6 +463,34 @@ class SQLStore:
         """Every pause, by kind and name."""
         return self._pauses.pauses()
 
+    # -- the journal -------------------------------------------------------------------------
+    def read_journal(self, scope: str, step: str, name: str) -> bytes | None:
+        """The value recorded under the key (by primary key); None when nothing is."""
+        return self._journal.read_journal(scope, step, name)
+
+    def record_journal(
+        self, scope: str, step: str, name: str, value: bytes, *, lease: str | None, now: int
+    ) -> bytes | None:
+        """Record ``value`` unless the key holds one, fenced by ``lease`` (its step row locked)."""
+        return self._journal.record_journal(scope, step, name, value, lease=lease, now=now)
+
+    # -- named locks -------------------------------------------------------------------------
+    def take_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Take ``name`` for ``token`` (its row locked) unless another holds it at ``now``."""
+        return self._locks.take_lock(name, token, now=now, until=until)
+
+    def extend_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Move the expiry of ``token``'s unexpired lock of ``name``."""
+        return self._locks.extend_lock(name, token, now=now, until=until)
+
+    def release_lock(self, name: str, token: str) -> bool:
+        """Free ``name`` if ``token`` holds it."""
+        return self._locks.release_lock(name, token)
+
+    def read_lock(self, name: str) -> HeldLock | None:
+        """The row of ``name`` as stored."""
+        return self._locks.read_lock(name)
+
     # -- acting on runs ----------------------------------------------------------------------
     def reopen_run(self, run_id: str, step: str | None, now: int) -> Reopened:
         """Retry a failed, cancelled or discarded run from what did not succeed (row locked)."""
@@ -443,5 +508,47 @@ class SQLStore:
         """Cancel one unfinished step and its unfinished descendants (run row locked)."""
         return self._admin.cancel_step(run_id, step, now)
 
+    # -- statistics (Cap.STATS) ------------------------------------------------------------
+    def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:
+        """Counts by queue and status, per-queue figures, and throughput since ``since``."""
+        return self._stats.run_statistics(since=since, now=now, width=width)
+
+    # -- servers (Cap.SERVERS) ---------------------------------------------------------------
+    def record_server(self, server: ServerRecord) -> None:
+        """Insert or replace the heartbeat row of ``server.node``."""
+        self._servers.record_server(server)
+
+    def stop_server(self, node: str, at: int) -> None:
+        """Mark the row of ``node`` stopped at ``at``."""
+        self._servers.stop_server(node, at)
+
+    def list_servers(self, *, seen_since: int) -> list[ServerRecord]:
+        """Heartbeat rows seen at or after ``seen_since``, newest seen first."""
+        return self._servers.list_servers(seen_since=seen_since)
+
+    def prune_servers(self, *, before: int, limit: int) -> int:
+        """Delete up to ``limit`` rows last seen before ``before``."""
+        return self._servers.prune_servers(before=before, limit=limit)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._info.url} prefix={self.tables.prefix!r}>"
+
+    # -- run timing ----------------------------------------------------------------------------
+    def reschedule_run(self, run_id: str, at: int, now: int) -> bool:
+        """Move a run that has not started to ``at`` (one transaction, fenced against claims)."""
+        return self._timing.reschedule_run(run_id, at, now)
+
+    def force_run(self, run_id: str, now: int) -> bool:
+        """Ready a run's scheduled steps now and let every pause pass it."""
+        return self._timing.force_run(run_id, now)
+
+    def next_due(
+        self, *, workflows: Collection[str], queues: Collection[str], now: int
+    ) -> int | None:
+        """When the next work of ``workflows`` on ``queues`` falls due (indexed reads only)."""
+        return self._timing.next_due(workflows=workflows, queues=queues, now=now)
+
+    # -- error history -------------------------------------------------------------------------
+    def run_errors(self, run_id: str) -> list[RunError]:
+        """The recorded errors of ``run_id``, newest first (``Cap.ERROR_HISTORY``)."""
+        return self._errors.run_errors(run_id)

@@ -25,6 +25,11 @@ TABLES = (
     "leaders",
     "pauses",
     "limits",
+    "journal",
+    "locks",
+    "errors",
+    "run_labels",
+    "servers",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -44,6 +49,13 @@ class Tables:
     leaders: str
     pauses: str
     limits: str
+    journal: str
+    locks: str
+    errors: str
+    run_labels: str
+    """One row per label of a run (``Cap.LABEL_PREFIX``: the label index)."""
+    servers: str
+    """One heartbeat row per client node (``Cap.SERVERS``)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -70,6 +82,11 @@ class Tables:
             leaders=name("leaders"),
             pauses=name("pauses"),
             limits=name("limits"),
+            journal=name("journal"),
+            locks=name("locks"),
+            errors=name("errors"),
+            run_labels=name("run_labels"),
+            servers=name("servers"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -78,7 +95,8 @@ class Tables:
         """The placeholders of query and migration templates.
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
-        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{migrations}``: qualified, quoted table names;
+        ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
+        ``{run_labels}``, ``{servers}``, ``{migrations}``: qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -91,6 +109,11 @@ class Tables:
             "leaders": self.leaders,
             "pauses": self.pauses,
             "limits": self.limits,
+            "journal": self.journal,
+            "locks": self.locks,
+            "errors": self.errors,
+            "run_labels": self.run_labels,
+            "servers": self.servers,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

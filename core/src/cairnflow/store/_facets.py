@@ -23,11 +23,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
 from .._errors import CairnError
+from .._models import RunError
 from ._protocol import Store
 from ._records import (
     ClaimedAttempt,
     ClaimRequest,
     FinishResult,
+    HeldLock,
     Leader,
     NewRun,
     Outcome,
@@ -37,19 +39,27 @@ from ._records import (
     ScheduleRecord,
     TickRecord,
 )
+from ._servers import ServerRecord
+from ._stats import RunStatistics
 
 __all__ = [
     "ENGINE_ONLY",
     "FACETS",
     "KERNEL",
     "BatchOutcomes",
+    "ErrorHistory",
     "Facet",
+    "Journaling",
     "KernelOutcomes",
     "Leadership",
+    "Locking",
     "QueueControl",
     "RunAdmin",
+    "RunStats",
+    "RunTiming",
     "Schedules",
     "ServerClock",
+    "Servers",
     "StoreContractError",
     "StoreFacets",
     "TransactionalEnqueue",
@@ -236,6 +246,129 @@ class QueueControl(Protocol):
 
 
 @runtime_checkable
+class Journaling(Protocol):
+    """``Cap.JOURNAL``: memoised results inside a step, kept as rows.
+
+    An entry is the encoded result recorded under (``scope``, ``step``,
+    ``name``); a step's entries have its run id as scope and its name as step
+    (a standalone journal: any scope, step ``""``). Requirement: the first
+    record of a key wins and is never changed; a record fenced by ``lease``
+    (a lease token of :meth:`Store.claim`) writes only while that lease is
+    held, in one transaction with the check, so a stale attempt records
+    nothing. Entries of a run go with the run when it is deleted.
+    """
+
+    def read_journal(self, scope: str, step: str, name: str) -> bytes | None:
+        """The value recorded under the key; None when nothing is."""
+        ...
+
+    def record_journal(
+        self, scope: str, step: str, name: str, value: bytes, *, lease: str | None, now: int
+    ) -> bytes | None:
+        """Record ``value`` unless the key has one; return the value the key holds now.
+
+        None, writing nothing, when ``lease`` is given and not held (the step
+        was retaken, or its run cancelled or finished).
+        """
+        ...
+
+
+@runtime_checkable
+class RunStats(Protocol):
+    """``Cap.STATS``: the counts a dashboard draws, cheap enough to ask every few seconds.
+
+    Requirement: one transaction (the numbers agree with each other), every
+    statement served by an index that holds what it counts: unfinished steps
+    and runs, and runs finished at or after ``since`` (never the whole
+    history). Throughput buckets are ``width`` nanoseconds wide from ``since``
+    to ``now`` (:class:`~cairnflow.store.RunStatistics`).
+    """
+
+    def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:
+        """Counts by queue and status, per-queue figures, and throughput since ``since``."""
+        ...
+
+
+@runtime_checkable
+class RunTiming(Protocol):
+    """``Cap.RESCHEDULE``, ``Cap.FORCE_RUN``, ``Cap.DUE_QUERY``: when a run starts, and when
+    work falls due.
+
+    Requirement: ``reschedule_run`` and ``force_run`` are each one transaction
+    that locks the run row first, as every transition of a run does; a run
+    whose step a claim took meanwhile is never half moved. ``force_run``
+    marks every unfinished step of the run so that no pause holds it from
+    then on (the claim lets such steps through a paused queue or workflow),
+    and makes its scheduled steps ready at ``now``. ``next_due`` reads only
+    indexed ranges: it never scans the finished history.
+    """
+
+    def reschedule_run(self, run_id: str, at: int, now: int) -> bool:
+        """Move a run that has not started to start at ``at`` (ready now if ``at <= now``).
+
+        A run has not started while every step of it is blocked, ready or
+        scheduled and none was ever attempted. False, changing nothing, when it
+        has started (a claim took a step of it, even one racing this call) or
+        finished; :class:`~cairnflow.RunNotFound` when there is no such run.
+        """
+        ...
+
+    def force_run(self, run_id: str, now: int) -> bool:
+        """Start a delayed or paused run now; False when nothing changed.
+
+        Its scheduled steps (a delayed start, a retry's or a snooze's wait)
+        become ready at ``now``, and its unfinished steps pass every pause from
+        then on. False for a finished run, or one forced already with nothing
+        scheduled; :class:`~cairnflow.RunNotFound` when there is no such run.
+        """
+        ...
+
+    def next_due(
+        self, *, workflows: Collection[str], queues: Collection[str], now: int
+    ) -> int | None:
+        """When the next piece of work of ``workflows`` falls due; None when none is pending.
+
+        ``now`` when a step of ``workflows`` on ``queues`` is ready and no pause
+        holds it; otherwise the earliest of a scheduled step's start on
+        ``queues`` (a delayed run, a retry), a sleep's end or a wait's deadline
+        of ``workflows``, and the moment a running step of theirs has run out of
+        lease (``lease_until + 1``, on the lease clock). Never earlier than
+        ``now``.
+        """
+        ...
+
+
+@runtime_checkable
+class Locking(Protocol):
+    """``Cap.LOCKS``: named locks with a time to live, one row per name.
+
+    Requirement: a lock is a row with its holder's token and an expiry,
+    never a session or connection lock, so a holder whose connection drops
+    keeps it until it expires or is released, and nobody holds it past its
+    expiry. ``take_lock`` is one atomic step: free (no row, or expired at
+    ``now``) or held by ``token`` already, it goes to ``token`` until
+    ``until``; held by another, nothing is written. Two callers never both
+    hold an unexpired lock of one name.
+    """
+
+    def take_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Take ``name`` for ``token`` until ``until``; False while another holds it at ``now``."""
+        ...
+
+    def extend_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
+        """Move the expiry of ``token``'s unexpired lock to ``until``; False if it is not held."""
+        ...
+
+    def release_lock(self, name: str, token: str) -> bool:
+        """Free ``name`` if ``token`` holds it (even expired, while nobody took it); else False."""
+        ...
+
+    def read_lock(self, name: str) -> HeldLock | None:
+        """The row of ``name`` as stored (expired or not); None when nobody holds it."""
+        ...
+
+
+@runtime_checkable
 class RunAdmin(Protocol):
     """``Cap.RETRY_RUN``, ``Cap.JOB_RETRY``, ``Cap.DELETE_RUN``, ``Cap.CANCEL_ALL``,
     ``Cap.CANCEL_STEP``: an operator acting on runs that exist.
@@ -288,6 +421,51 @@ class RunAdmin(Protocol):
 
     def cancel_step(self, run_id: str, step: str, now: int) -> bool:
         """Cancel one unfinished step of an unfinished run, and its descendants."""
+        ...
+
+
+@runtime_checkable
+class ErrorHistory(Protocol):
+    """``Cap.ERROR_HISTORY``: a run keeps the errors of its last failed attempts.
+
+    Requirement: ``finish`` of a :class:`~cairnflow.store.Failed` whose
+    ``keep_errors`` is N > 0 records the failure as the run's next
+    :class:`~cairnflow.RunError` (``seq`` one more than the run's last) and
+    drops the run's errors older than its newest N, in the transaction that
+    records the failure; ``run_errors`` reads them back, newest first.
+    """
+
+    def run_errors(self, run_id: str) -> list[RunError]:
+        """The recorded errors of run ``run_id``, newest first (empty for an unknown run)."""
+        ...
+
+
+@runtime_checkable
+class Servers(Protocol):
+    """``Cap.SERVERS``: one heartbeat row per started client (:mod:`cairnflow.store._servers`).
+
+    Requirement: ``record_server`` inserts the row of its node or replaces it
+    whole (one row per node, whatever the number of writers); ``stop_server``
+    sets ``stopped_at`` on the node's row; ``list_servers`` returns the rows
+    seen (or stopped) at or after ``seen_since``, newest seen first, read by an
+    index on ``seen_at``; ``prune_servers`` deletes up to ``limit`` rows seen
+    before ``before``.
+    """
+
+    def record_server(self, server: ServerRecord) -> None:
+        """Insert or replace the row of ``server.node``."""
+        ...
+
+    def stop_server(self, node: str, at: int) -> None:
+        """Mark the row of ``node`` stopped at ``at`` (nothing if there is none)."""
+        ...
+
+    def list_servers(self, *, seen_since: int) -> list[ServerRecord]:
+        """Rows seen at or after ``seen_since``, newest seen first."""
+        ...
+
+    def prune_servers(self, *, before: int, limit: int) -> int:
+        """Delete up to ``limit`` rows last seen before ``before``; return how many went."""
         ...
 
 
@@ -349,12 +527,23 @@ KERNEL = Facet(
             Cap.SNOOZE,
             Cap.HEARTBEAT,
             Cap.RUN_QUERY,
+            # A promise of list_runs: RunQuery.label_prefix honoured, from an index of labels
+            # (not a walk of every run). A promise of an operation every store has, not a facet
+            # of its own: nothing else is needed to serve it, and a store whose runs keep their
+            # labels only as a blob can still list runs without it (the client refuses
+            # label_prefix= on a store that does not declare it).
+            Cap.LABEL_PREFIX,
             Cap.PAYLOAD_LIMIT,
             # Promises of claim and create_runs: ClaimRequest.queues (with each queue's
             # global_limit) and NewRun.queue honoured.
             Cap.QUEUE,
             Cap.QUEUE_OVERRIDE,
             Cap.QUEUE_LIMIT_GLOBAL,
+            # Promises of finish: a Failed outcome's policy (max_errors, retry_deadline,
+            # retry_window, discard) judged on the run when the failure is recorded.
+            Cap.RETRY_UNTIL,
+            Cap.RETRY_MAX_ERRORS,
+            Cap.DISCARD,
         }
     ),
 )
@@ -409,16 +598,45 @@ FACETS: tuple[Facet, ...] = (
         ("pause", "resume", "pauses"),
         frozenset({Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW}),
     ),
+    Facet("journaling", Journaling, ("read_journal", "record_journal"), frozenset({Cap.JOURNAL})),
+    Facet(
+        "locking",
+        Locking,
+        ("take_lock", "extend_lock", "release_lock", "read_lock"),
+        frozenset({Cap.LOCKS}),
+    ),
+    Facet(
+        "run timing",
+        RunTiming,
+        ("reschedule_run", "force_run", "next_due"),
+        frozenset({Cap.RESCHEDULE, Cap.FORCE_RUN, Cap.DUE_QUERY}),
+    ),
     Facet(
         "run admin",
         RunAdmin,
         ("reopen_run", "delete_runs", "cancel_runs", "cancel_step"),
         frozenset({Cap.RETRY_RUN, Cap.JOB_RETRY, Cap.DELETE_RUN, Cap.CANCEL_ALL, Cap.CANCEL_STEP}),
     ),
+    Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
+    Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
+    Facet(
+        "servers",
+        Servers,
+        ("record_server", "stop_server", "list_servers", "prune_servers"),
+        frozenset({Cap.SERVERS}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
-ENGINE_ONLY: frozenset[Cap] = frozenset()
+ENGINE_ONLY: frozenset[Cap] = frozenset(
+    {
+        # #15, a fleet that deploys cleanly: the client stops over the kernel's hand_back,
+        # judges idleness through list_runs, and an enqueue-only client only enqueues.
+        Cap.DRAIN,
+        Cap.SHUTDOWN_REQUEUE,
+        Cap.ENQUEUE_ONLY,
+    }
+)
 """Capabilities the engine enforces over the kernel alone (no store method carries them)."""
 
 _BY_CAP = {cap: facet for facet in FACETS for cap in facet.capabilities}
@@ -502,8 +720,14 @@ class StoreFacets:
     schedules: Schedules | None
     leadership: Leadership | None
     queue_control: QueueControl | None
+    journal: Journaling | None
+    locks: Locking | None
+    timing: RunTiming | None
     admin: RunAdmin | None = None
     """The ``RunAdmin`` facet, when the store declares any capability it carries."""
+    errors: ErrorHistory | None = None
+    stats: RunStats | None = None
+    servers: Servers | None = None
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -528,7 +752,20 @@ class StoreFacets:
                 if caps & {Cap.PAUSE_QUEUE, Cap.PAUSE_WORKFLOW} and isinstance(store, QueueControl)
                 else None
             ),
+            journal=store if Cap.JOURNAL in caps and isinstance(store, Journaling) else None,
+            locks=store if Cap.LOCKS in caps and isinstance(store, Locking) else None,
+            timing=(
+                store
+                if caps & {Cap.RESCHEDULE, Cap.FORCE_RUN, Cap.DUE_QUERY}
+                and isinstance(store, RunTiming)
+                else None
+            ),
             admin=store if caps & _ADMIN and isinstance(store, RunAdmin) else None,
+            errors=(
+                store if Cap.ERROR_HISTORY in caps and isinstance(store, ErrorHistory) else None
+            ),
+            stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
+            servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,
         )
 
 

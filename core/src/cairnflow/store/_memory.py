@@ -9,7 +9,8 @@ callable (``Cap.CLOSURE``).
 
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
-(:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_admin`).
+(:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_state`,
+:mod:`._memory_timing`, :mod:`._memory_admin`, :mod:`._memory_errors`).
 """
 
 from __future__ import annotations
@@ -27,11 +28,30 @@ from .._errors import DuplicateRun, RunNotFound, StepTimeout
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._version import SPI_VERSION, __version__
 from ..notify import LOCAL, Notifier
-from ._facets import KERNEL, Leadership, QueueControl, RunAdmin, Schedules, facet_capabilities
+from ._facets import (
+    KERNEL,
+    ErrorHistory,
+    Journaling,
+    Leadership,
+    Locking,
+    QueueControl,
+    RunAdmin,
+    RunStats,
+    RunTiming,
+    Schedules,
+    Servers,
+    facet_capabilities,
+)
 from ._landed import landed
 from ._memory_admin import MemoryAdmin
+from ._memory_errors import MemoryErrors
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
+from ._memory_servers import MemoryServers
+from ._memory_state import MemoryState
+from ._memory_stats import MemoryStats
+from ._memory_timing import MemoryTiming
+from ._query import run_matches
 from ._records import (
     ACTIVE,
     AdvanceResult,
@@ -57,6 +77,8 @@ from ._records import (
     StoreInfo,
     Succeeded,
     WaitFor,
+    cursor_position,
+    run_cursor,
 )
 
 __all__ = ["MemoryStore"]
@@ -102,6 +124,7 @@ class _Run:
     run_at: int
     seq: int
     closure: Callable[..., Any] | None
+    forced: bool = False  # force_run: no pause holds the run (RunTiming)
     state: str = ACTIVE
     finished_at: int | None = None
     error: ErrorInfo | None = None
@@ -110,15 +133,38 @@ class _Run:
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
-class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
+class MemoryStore(
+    MemoryErrors,
+    MemoryState,
+    MemorySchedules,
+    MemoryServers,
+    MemoryPauses,
+    MemoryStats,
+    MemoryTiming,
+    MemoryAdmin,
+):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
     capabilities = (
-        KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY}
-    ) | facet_capabilities(Schedules, Leadership, QueueControl, RunAdmin)
+        (KERNEL.capabilities - {Cap.DURABLE, Cap.MULTI_PROCESS, Cap.NOTIFY})
+        | facet_capabilities(
+            Schedules,
+            Leadership,
+            QueueControl,
+            Journaling,
+            Locking,
+            RunTiming,
+            RunAdmin,
+            ErrorHistory,
+            RunStats,
+            Servers,
+        )
+        | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
+    )
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
-    the clients of this object only), and the schedules, leadership, queue control and
-    run admin facets."""
+    the clients of this object only), the schedules, leadership, queue control,
+    journaling, locking, run timing and run admin facets, and what the engine enforces
+    over the kernel (drain, enqueue-only)."""
     spi_version = SPI_VERSION
 
     def __init__(self) -> None:
@@ -238,9 +284,10 @@ class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
         Each queue of the request in its order, for at most its own limit and
         what the request still wants (``Cap.QUEUE``); a paused queue gives nothing,
         and a paused workflow's steps are passed over (``Cap.PAUSE_QUEUE``,
-        ``Cap.PAUSE_WORKFLOW``). A queue with a global limit gives at most the limit
-        minus its steps running now, counted under the store's lock, as a SQL store
-        counts under the queue's limiter row (``Cap.QUEUE_LIMIT_GLOBAL``).
+        ``Cap.PAUSE_WORKFLOW``), but for the steps of a forced run (``Cap.FORCE_RUN``).
+        A queue with a global limit gives at most the limit minus its steps running
+        now, counted under the store's lock, as a SQL store counts under the queue's
+        limiter row (``Cap.QUEUE_LIMIT_GLOBAL``).
         """
         with self._lock:
             claimed: list[ClaimedAttempt] = []
@@ -249,17 +296,23 @@ class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
                 wanted = left if queue.limit is None else min(queue.limit, left)
                 if queue.global_limit is not None:
                     wanted = min(wanted, queue.global_limit - self._running_in(queue.name))
-                if wanted <= 0 or self._paused(PauseKind.QUEUE, queue.name):
+                if wanted <= 0:
                     continue
-                claimed.extend(self._claim_queue(request, queue.name, wanted))
+                paused = self._paused(PauseKind.QUEUE, queue.name)
+                claimed.extend(self._claim_queue(request, queue.name, wanted, paused))
             return claimed
 
     def _running_in(self, queue: str) -> int:
         """Steps of ``queue`` running now, leases expired or not (lock held)."""
         return sum(1 for step in self._running.values() if step.run.queue == queue)
 
-    def _claim_queue(self, request: ClaimRequest, queue: str, limit: int) -> list[ClaimedAttempt]:
-        """Lease up to ``limit`` of ``queue``'s most urgent due, ready steps (lock held)."""
+    def _claim_queue(
+        self, request: ClaimRequest, queue: str, limit: int, paused: bool
+    ) -> list[ClaimedAttempt]:
+        """Lease up to ``limit`` of ``queue``'s most urgent due, ready steps (lock held).
+
+        ``paused``: the queue is, so only the steps of forced runs are taken.
+        """
         due = [
             s
             for s in self._ready.values()
@@ -267,7 +320,7 @@ class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
             and s.due_at <= request.now
             and s.run.queue == queue
             and s.run.workflow in request.workflows
-            and not self._paused(PauseKind.WORKFLOW, s.run.workflow)
+            and (s.run.forced or not (paused or self._paused(PauseKind.WORKFLOW, s.run.workflow)))
         ]
         due.sort(key=lambda s: (-s.run.priority, s.due_at, s.seq))
         claimed: list[ClaimedAttempt] = []
@@ -414,14 +467,21 @@ class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
                 step.output = outcome.output
                 return self._succeed(step, now)
             if isinstance(outcome, Failed):
+                retry_at = outcome.retry_at
+                if outcome.judged and not outcome.retry_stands(
+                    run.run_at, sum(s.failures for s in run.steps.values())
+                ):
+                    retry_at = None
                 step.failures += 1
                 step.error = outcome.error
-                if outcome.retry_at is not None:
+                self._record_error(run.id, outcome, now)
+                if retry_at is not None:
                     step.reclaims = 0
-                    self._make_ready(step, outcome.retry_at, now)
+                    self._make_ready(step, retry_at, now)
                     return FinishResult(AttemptState.HELD, ready=1)
-                self._fail(step, outcome.error, now)
-                return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
+                final = outcome.final_status
+                self._fail(step, outcome.error, now, final)
+                return FinishResult(AttemptState.HELD, run_status=final)
             if isinstance(outcome, Snoozed):
                 self._make_ready(step, outcome.until, now)
                 return FinishResult(AttemptState.HELD, ready=1)
@@ -558,11 +618,11 @@ class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
             return FinishResult(AttemptState.HELD, ready=ready, run_status=final)
         return FinishResult(AttemptState.HELD, ready=ready)
 
-    def _fail(self, step: _Step, error: ErrorInfo, now: int) -> None:
+    def _fail(self, step: _Step, error: ErrorInfo, now: int, final: Status = Status.FAILED) -> None:
         step.status = StepStatus.FAILED
         step.finished_at = now
         step.due_at = None
-        self._end_run(step.run, Status.FAILED.value, now, error=error)
+        self._end_run(step.run, final.value, now, error=error)
 
     def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
         run.state = state
@@ -590,21 +650,33 @@ class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
             return None if run is None else self._snapshot(run)
 
     def list_runs(self, query: RunQuery) -> RunPage:
-        """Newest first; the cursor is the sequence number of the last run shown."""
-        after = int(query.cursor) if query.cursor else None
+        """Newest first; the cursor holds the sequence number of the last run shown.
+
+        Every run is matched in Python (:func:`run_matches`): an in-process store
+        holds few enough runs that a walk costs less than keeping indexes.
+        """
+        before = cursor_position(query.cursor) if query.cursor is not None else None
         with self._lock:
-            chosen: list[_Run] = []
+            chosen: list[tuple[_Run, Counter[StepStatus]]] = []
+            total = 0
             for run in sorted(self._runs.values(), key=lambda r: r.seq, reverse=True):
-                if after is not None and run.seq >= after:
+                counts = Counter(s.status for s in run.steps.values())
+                if not run_matches(
+                    query,
+                    workflow=run.workflow,
+                    queue=run.queue,
+                    state=run.state,
+                    run_at=run.run_at,
+                    labels=run.labels,
+                    created_at=run.created_at,
+                    finished_at=run.finished_at,
+                    step_counts=counts,
+                ):
                     continue
-                if query.workflow is not None and run.workflow != query.workflow:
-                    continue
-                if query.states is not None and run.state not in query.states:
-                    continue
-                if any(run.labels.get(k) != v for k, v in query.labels.items()):
-                    continue
-                chosen.append(run)
-                if len(chosen) > query.limit:
+                total += 1
+                if (before is None or run.seq < before) and len(chosen) <= query.limit:
+                    chosen.append((run, counts))
+                elif not query.count and len(chosen) > query.limit:
                     break
             more = len(chosen) > query.limit
             page = chosen[: query.limit]
@@ -620,12 +692,12 @@ class MemoryStore(MemorySchedules, MemoryPauses, MemoryAdmin):
                     run_at=r.run_at,
                     finished_at=r.finished_at,
                     error=r.error,
-                    step_counts=Counter(s.status for s in r.steps.values()),
+                    step_counts=counts,
                 )
-                for r in page
+                for r, counts in page
             )
-            cursor = str(page[-1].seq) if more and page else None
-            return RunPage(summaries, cursor)
+            cursor = run_cursor(page[-1][0].seq) if more and page else None
+            return RunPage(summaries, cursor, total if query.count else None)
 
     def _snapshot(self, run: _Run) -> StoredRun:
         return StoredRun(

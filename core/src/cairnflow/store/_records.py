@@ -7,16 +7,20 @@ codec made them), integer Unix nanoseconds for every time, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .._checks import check_int
+from .._errors import InvalidQuery
 from .._models import ErrorInfo, Status, StepKind, StepStatus
+from .._names import check_labels, check_name
 from .._queues import DEFAULT_QUEUE
 
 __all__ = [
     "ACTIVE",
+    "MAX_PAGE",
     "RETRYABLE",
     "AdvanceResult",
     "AttemptState",
@@ -25,6 +29,7 @@ __all__ = [
     "ExpiredAttempt",
     "Failed",
     "FinishResult",
+    "HeldLock",
     "Leader",
     "NewRun",
     "NewStep",
@@ -49,7 +54,10 @@ __all__ = [
     "TickOutcome",
     "TickRecord",
     "WaitFor",
+    "cursor_position",
     "derive_status",
+    "label_prefix_bounds",
+    "run_cursor",
 ]
 
 ACTIVE = "active"
@@ -182,10 +190,63 @@ class Succeeded:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The attempt failed. ``retry_at`` makes the step ready again then; None fails the run."""
+    """The attempt failed. ``retry_at`` makes the step ready again then; None fails the run.
+
+    The rest is the failure policy the store judges in the transaction that
+    records the failure, the run row locked (so it holds across clients):
+
+    - ``max_errors`` (``Cap.RETRY_MAX_ERRORS``): the retry is not made when the
+      run's failed attempts, this one included (the sum of its steps'
+      ``failures``), reach it.
+    - ``retry_deadline`` (``Cap.RETRY_UNTIL``): the retry is not made when
+      ``retry_at`` falls after it (Unix ns); ``retry_window``: nor after the
+      run's ``run_at`` plus that many nanoseconds.
+    - ``discard`` (``Cap.DISCARD``): a step that ran out of retries (by count,
+      or by one of the rules above) ends its run ``discarded``, not ``failed``.
+
+    ``keep_errors`` (``Cap.ERROR_HISTORY``, 0: none): the store records the
+    failure in the run's error history (:class:`~cairnflow.RunError`: step and
+    attempt from ``error``, ``node``, the time ``now``) in the same
+    transaction, and keeps the newest ``keep_errors`` of the run's errors.
+
+    A store that does not declare those capabilities never receives them: the
+    client refuses the workflows that ask for them.
+    """
 
     error: ErrorInfo
     retry_at: int | None = None
+    discard: bool = False
+    max_errors: int | None = None
+    retry_deadline: int | None = None
+    retry_window: int | None = None
+    keep_errors: int = 0
+    node: str | None = None
+
+    @property
+    def judged(self) -> bool:
+        """True when the retry stands only if :meth:`retry_stands` says so (read the run)."""
+        return self.retry_at is not None and (
+            self.max_errors is not None
+            or self.retry_deadline is not None
+            or self.retry_window is not None
+        )
+
+    def retry_stands(self, run_at: int, failures: int) -> bool:
+        """True when the retry is made, for a run due at ``run_at`` whose steps had
+        ``failures`` failed attempts before this one."""
+        retry_at = self.retry_at
+        if retry_at is None:
+            return False
+        if self.max_errors is not None and failures + 1 >= self.max_errors:
+            return False
+        if self.retry_deadline is not None and retry_at > self.retry_deadline:
+            return False
+        return self.retry_window is None or retry_at <= run_at + self.retry_window
+
+    @property
+    def final_status(self) -> Status:
+        """What the run becomes when this failure is final."""
+        return Status.DISCARDED if self.discard else Status.FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,23 +405,142 @@ class StoredRun:
     steps: tuple[StoredStep, ...]
 
 
+MAX_PAGE = 1000
+"""The most runs one page of ``list_runs`` returns."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunQuery:
-    """A filter for ``list_runs``: newest first, ``limit`` per page, opaque ``cursor``.
+    """A filter for ``list_runs`` (and for every operation on runs by filter): newest first.
 
-    ``states`` filters the stored state (:data:`ACTIVE` or final statuses).
+    Every condition given must hold. ``statuses`` are public :class:`Status`
+    values, the derived active ones (pending, queued, running, waiting) as
+    exactly as the final ones: a store derives them from the steps as
+    :func:`derive_status` does, at ``now`` (a delayed run is ``pending`` until
+    its ``run_at``). ``labels`` are matched exactly; ``label_prefix`` is a
+    ``(name, prefix)`` pair that keeps runs whose label ``name`` starts with
+    ``prefix`` (``Cap.LABEL_PREFIX``). Ranges are of Unix nanoseconds, the
+    lower end included and the upper end excluded; a range on ``finished_at``
+    keeps finished runs only. ``cursor`` is the opaque ``RunPage.cursor`` of the
+    page before: pages never repeat or skip a run, whatever is created between
+    them. ``count`` asks for ``RunPage.total``, every run the filter matches.
+
+    Built checked: a malformed filter raises :class:`~cairnflow.InvalidQuery`
+    (or :class:`~cairnflow.InvalidName` for a bad name) naming the field, here,
+    before any store sees it (:meth:`check`).
     """
 
     workflow: str | None = None
-    states: frozenset[str] | None = None
+    queue: str | None = None
+    statuses: frozenset[Status] | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    label_prefix: tuple[str, str] | None = None
+    created_since: int | None = None
+    created_until: int | None = None
+    finished_since: int | None = None
+    finished_until: int | None = None
+    now: int = 0
+    """The scheduling clock's now, which tells a pending run from a queued one."""
     limit: int = 50
     cursor: str | None = None
+    count: bool = False
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Validate every field (normalising ``statuses`` to :class:`Status`): the one place."""
+        if self.workflow is not None:
+            check_name("workflow", self.workflow)
+        if self.queue is not None:
+            check_name("queue", self.queue)
+        if self.statuses is not None:
+            given: object = self.statuses
+            if isinstance(given, str) or not isinstance(given, Iterable):
+                raise InvalidQuery(f"statuses must be a set of statuses, got {self.statuses!r}")
+            known = ", ".join(s.value for s in Status)
+            chosen: set[Status] = set()
+            for status in self.statuses:
+                try:
+                    chosen.add(Status(status))
+                except ValueError:
+                    raise InvalidQuery(
+                        f"unknown run status {status!r}: a status is one of {known}"
+                    ) from None
+            object.__setattr__(self, "statuses", frozenset(chosen))
+        object.__setattr__(self, "labels", check_labels(self.labels))
+        if self.label_prefix is not None:
+            if not isinstance(self.label_prefix, tuple) or len(self.label_prefix) != 2:
+                raise InvalidQuery(
+                    f"label_prefix must be a (label name, prefix) pair, got {self.label_prefix!r}"
+                )
+            check_labels({self.label_prefix[0]: self.label_prefix[1]})
+        for low, high in (("created_since", "created_until"), ("finished_since", "finished_until")):
+            for name in (low, high):
+                value = getattr(self, name)
+                if value is not None:
+                    _check(name, value, minimum=0)
+            since, until = getattr(self, low), getattr(self, high)
+            if since is not None and until is not None and since > until:
+                raise InvalidQuery(f"{low} ({since}) is after {high} ({until})")
+        _check("now", self.now, minimum=0)
+        _check("limit", self.limit, minimum=1, maximum=MAX_PAGE)
+        if self.cursor is not None:
+            cursor_position(self.cursor)
+        if not isinstance(self.count, bool):
+            raise InvalidQuery(f"count must be a bool, got {self.count!r}")
+
+
+def _check(name: str, value: object, *, minimum: int, maximum: int | None = None) -> None:
+    try:
+        check_int(name, value, minimum=minimum, maximum=maximum)
+    except ValueError as error:
+        raise InvalidQuery(str(error)) from None
+
+
+def run_cursor(position: int) -> str:
+    """The opaque cursor after the run at ``position`` (a store's insertion sequence)."""
+    return f"r{position}"
+
+
+def cursor_position(cursor: str) -> int:
+    """The position a :func:`run_cursor` holds; :class:`~cairnflow.InvalidQuery` otherwise."""
+    if (
+        not isinstance(cursor, str)
+        or not cursor.startswith("r")
+        or not cursor[1:].isdigit()
+        or len(cursor) > 21
+    ):
+        raise InvalidQuery(f"invalid run cursor {cursor!r}: pass a RunPage.cursor back as it is")
+    return int(cursor[1:])
+
+
+def label_prefix_bounds(prefix: str) -> tuple[str, str | None]:
+    """``(low, high)``: the strings starting with ``prefix`` are those ``>= low`` and ``< high``.
+
+    ``high`` is ``prefix`` with its last character incremented (None: no upper
+    bound, for an empty prefix or one of only the highest code point). Under a
+    binary collation (code point order: SQLite's BINARY, MariaDB's
+    ``utf8mb4_bin``, Postgres' ``"C"``) this range is exactly the prefix, and a
+    B-tree serves it on every engine with no LIKE and so no escaping.
+    """
+    stem = prefix
+    while stem and ord(stem[-1]) == 0x10FFFF:
+        stem = stem[:-1]
+    if not stem:
+        return prefix, None
+    nxt = ord(stem[-1]) + 1
+    if 0xD800 <= nxt <= 0xDFFF:  # surrogates are not characters: skip them
+        nxt = 0xE000
+    return prefix, stem[:-1] + chr(nxt)
 
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
-    """One run in a listing, with a count of its steps by status."""
+    """One run in a listing, with a count of its steps by status.
+
+    ``error`` is the run's error: its ``step`` names the step that failed it.
+    """
 
     id: str
     workflow: str
@@ -377,10 +557,14 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class RunPage:
-    """A page of runs and the cursor of the next page (None on the last)."""
+    """A page of runs and the cursor of the next page (None on the last).
+
+    ``total``: how many runs the whole filter matches (``RunQuery.count``), else None.
+    """
 
     runs: tuple[RunSummary, ...]
     cursor: str | None
+    total: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +612,21 @@ class Pause:
     name: str
     paused_at: int
     """When it was paused (Unix nanoseconds, the scheduling clock of who paused it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLock:
+    """A named lock as stored (the ``Locking`` facet): its holder's token, and until when.
+
+    Held while ``expires_at`` is after now; an expired row is free for the next
+    taker, whoever it is. Times on the clock of the caller that took it (the
+    database's, where the store has one).
+    """
+
+    name: str
+    token: str
+    taken_at: int
+    expires_at: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ import pymysql
 from cairnflow import CairnError
 from cairnflow.sql import ClaimedRow, ClaimPlan, Cursor, Dialect, ErrorClass, StatementLimit
 
-from ._errors import classify_mysql_error
+from ._errors import classify_mysql_error, error_code
 from ._server import ServerVersion
 
 __all__ = ["MySQLDialect", "migration_lock_name", "packet_limit"]
@@ -40,6 +40,10 @@ log = logging.getLogger("cairnflow.mysql")
 retry_log = logging.getLogger("cairnflow.mysql.retry")
 
 _LOCK_NAME_MAX = 64  # MySQL refuses longer user-lock names
+
+
+DUPLICATE_COLUMN = 1060
+"""ER_DUP_FIELDNAME: an ``ADD COLUMN`` of a column the table has."""
 
 
 def migration_lock_name(key: str) -> str:
@@ -216,6 +220,21 @@ class MySQLDialect(Dialect):
                     f"this store's tables are in {self.database!r}"
                 )
         return tx
+
+    def migration_statement(self, cursor: Cursor, statement: str) -> None:
+        """Run a migration's statement; an ``ADD COLUMN`` that finds its column is done.
+
+        DDL commits on its own, and MySQL 8 has no ``ADD COLUMN IF NOT EXISTS``: a
+        migrator that died after adding a column, before its ledger row, leaves a
+        statement the next one runs again. Error 1060 (duplicate column name) then
+        means the column is there, as the file made it.
+        """
+        try:
+            cursor.execute(statement)
+        except pymysql.err.OperationalError as error:
+            if error_code(error) != DUPLICATE_COLUMN or "ADD COLUMN" not in statement:
+                raise
+            log.info("migration statement found its column added already: %s", error)
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:

@@ -48,7 +48,10 @@ from cairnflow.store import (
     StoreInfo,
     Succeeded,
     WaitFor,
+    cursor_position,
     landed,
+    run_cursor,
+    run_matches,
 )
 
 from ._schema import LATEST_SCHEMA, MIGRATIONS, meta_table
@@ -814,47 +817,57 @@ class LiteStore:
         )
 
     def list_runs(self, query: RunQuery) -> RunPage:
-        """Newest first; the cursor is the row number of the last run shown."""
+        """Newest first; the cursor holds the row number of the last run shown.
+
+        Workflow and queue are filtered in SQL; the rest, statuses derived from the
+        steps and labels kept as JSON, by :func:`cairnflow.store.run_matches` over
+        the rows read newest first. Cap.LABEL_PREFIX is not declared (there is no
+        index of labels here, only a walk), so a client refuses ``label_prefix=``.
+        """
         where = ["1 = 1"]
         params: list[Any] = []
-        if query.cursor:
-            where.append("seq < ?")
-            params.append(int(query.cursor))
         if query.workflow is not None:
             where.append("workflow = ?")
             params.append(query.workflow)
-        if query.states is not None:
-            if not query.states:
-                return RunPage((), None)
-            states = sorted(query.states)
-            where.append(f"state IN ({_marks(states)})")
-            params += states
-        wanted = dict(query.labels)
-        matches: list[tuple[Any, ...]] = []
+        if query.queue is not None:
+            where.append("queue = ?")
+            params.append(query.queue)
+        before = cursor_position(query.cursor) if query.cursor is not None else None
+        matches: list[tuple[tuple[Any, ...], dict[StepStatus, int]]] = []
+        total = 0
         with self._read() as db:
             rows = db.execute(
                 f"SELECT seq, id, workflow, queue, state, idem_key, labels, created_at, run_at, "
                 f"finished_at, error FROM {self._t('runs')} WHERE {' AND '.join(where)} "
                 "ORDER BY seq DESC",
                 params,
-            )
-            # Labels are filtered here, reading on until one more match than a page.
+            ).fetchall()
             for row in rows:
-                labels = json.loads(row[6])
-                if all(labels.get(k) == v for k, v in wanted.items()):
-                    matches.append(row)
-                    if len(matches) > query.limit:
-                        break
-            page = matches[: query.limit]
-            counts: dict[str, dict[StepStatus, int]] = {row[1]: {} for row in page}
-            if page:
-                ids = list(counts)
-                for run_id, status, count in db.execute(
-                    f"SELECT run_id, status, COUNT(*) FROM {self._t('steps')} "
-                    f"WHERE run_id IN ({_marks(ids)}) GROUP BY run_id, status",
-                    ids,
+                counts: dict[StepStatus, int] = {}
+                for status, count in db.execute(
+                    f"SELECT status, COUNT(*) FROM {self._t('steps')} "
+                    "WHERE run_id = ? GROUP BY status",
+                    (row[1],),
                 ):
-                    counts[run_id][StepStatus(status)] = count
+                    counts[StepStatus(status)] = count
+                if not run_matches(
+                    query,
+                    workflow=row[2],
+                    queue=row[3],
+                    state=row[4],
+                    run_at=row[8],
+                    labels=json.loads(row[6]),
+                    created_at=row[7],
+                    finished_at=row[9],
+                    step_counts=counts,
+                ):
+                    continue
+                total += 1
+                if (before is None or row[0] < before) and len(matches) <= query.limit:
+                    matches.append((row, counts))
+                elif not query.count and len(matches) > query.limit:
+                    break
+        page = matches[: query.limit]
         summaries = tuple(
             RunSummary(
                 id=row[1],
@@ -867,12 +880,12 @@ class LiteStore:
                 run_at=row[8],
                 finished_at=row[9],
                 error=_error(row[10]),
-                step_counts=counts[row[1]],
+                step_counts=counts,
             )
-            for row in page
+            for row, counts in page
         )
-        cursor = str(page[-1][0]) if len(matches) > query.limit and page else None
-        return RunPage(summaries, cursor)
+        cursor = run_cursor(page[-1][0][0]) if len(matches) > query.limit and page else None
+        return RunPage(summaries, cursor, total if query.count else None)
 
     def __repr__(self) -> str:
         return f"LiteStore({self._path!r}, table_prefix={self._prefix!r})"

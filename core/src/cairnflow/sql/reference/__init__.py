@@ -31,6 +31,8 @@ TYPES: Mapping[str, Mapping[str, str]] = {
         "bytes": "BYTEA",
         "bool": "BOOLEAN",
         "false": "FALSE",
+        "ordered_text": 'TEXT COLLATE "C"',
+        "each_label": "jsonb_each_text(r.labels::jsonb)",
     },
     "sqlite": {
         "identity": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -40,6 +42,8 @@ TYPES: Mapping[str, Mapping[str, str]] = {
         "bytes": "BLOB",
         "bool": "INTEGER",
         "false": "0",
+        "ordered_text": "TEXT",
+        "each_label": "json_each(r.labels)",
     },
 }
 """The types of the reference schema on engines whose SQL is close to the standard's.
@@ -48,7 +52,10 @@ TYPES: Mapping[str, Mapping[str, str]] = {
 definition, primary key included); ``int`` fits 32 bits; ``bigint`` holds 64
 (Unix nanoseconds); ``text`` is unbounded text that can be indexed; ``bytes``
 is binary, returned exactly as written, large enough for a step's output;
-``bool`` and ``false`` a boolean column and its false literal.
+``bool`` and ``false`` a boolean column and its false literal; ``ordered_text`` text that
+compares and sorts by code point (a binary collation: the label index's prefix ranges, 007);
+``each_label`` a table function of the ``(key, value)`` pairs of a run ``r``'s JSON labels
+(007's copy of the labels of runs made before it).
 """
 
 

@@ -1,0 +1,6 @@
+-- cairnflow on SQLite, schema version 8: forced runs (Cap.FORCE_RUN). force_run sets
+-- forced = 1 on every unfinished step of a run, and the claim lets such a step through a
+-- paused queue or workflow ("s.forced = 1 OR <no pause>", docs/claim.md). No index: the claim
+-- reads the column from the rows it visits through the ready index anyway.
+
+ALTER TABLE {steps} ADD COLUMN forced INTEGER NOT NULL DEFAULT 0;

@@ -1,0 +1,20 @@
+-- cairnflow on SQLite, schema version 8: the label index (Cap.LABEL_PREFIX, #17), and runs
+-- listed by queue and by finish time. One row per label of a run, written in the enqueue's transaction. Run
+-- filters probe it (sql/_filters.py): "l.run_id = r.id AND l.name = ? AND l.value = ?" is a
+-- seek of the primary key, and a prefix is "l.name = ? AND l.value >= ? AND l.value < ?", a
+-- range of the value index (BINARY collation: code point order, so the range is the prefix).
+CREATE TABLE {run_labels} (
+    run_id      TEXT    NOT NULL,
+    name        TEXT    NOT NULL,
+    value       TEXT    NOT NULL,
+    created_at  INTEGER NOT NULL,                    -- the run's
+    PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+CREATE INDEX "{p}run_labels_value" ON {run_labels} (name, value, run_id);
+-- The labels of runs created before this version.
+INSERT INTO {run_labels} (run_id, name, value, created_at)
+    SELECT r.id, j.key, j.value, r.created_at FROM {runs} r, json_each(r.labels) j;
+-- Listings by queue, newest first ("r.queue = ? ... ORDER BY r.seq DESC").
+CREATE INDEX "{p}runs_queue" ON {runs} (queue, seq);
+-- Statistics (Cap.STATS): runs finished since a time, a range of this index.
+CREATE INDEX "{p}runs_finished" ON {runs} (finished_at);
