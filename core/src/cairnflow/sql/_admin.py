@@ -86,6 +86,13 @@ _DELETE_STEPS = "DELETE FROM {steps} WHERE id IN ({ids})"
 _DELETE_SIGNALS = "DELETE FROM {signals} WHERE seq IN ({ids})"
 _DROP_SIGNALS = "DELETE FROM {signals} WHERE run_id IN ({ids})"
 _DELETE_RUNS = "DELETE FROM {runs} WHERE id IN ({ids}) AND state <> 'active'"
+# Tables keyed by the run first (their primary key led by it): a range of the primary key
+# per run, never of a secondary index. A run's journal is its memos (scope = the run's id).
+_DELETE_RUN_ROWS = (
+    "DELETE FROM {errors} WHERE run_id IN ({ids})",
+    "DELETE FROM {run_labels} WHERE run_id IN ({ids})",
+    "DELETE FROM {journal} WHERE scope IN ({ids})",
+)
 
 
 class _LockedRun(NamedTuple):
@@ -121,6 +128,7 @@ class Admin(Part):
             **context.tables.template(),
             "for_update": context.dialect.for_update,
         }
+        self._run_rows = tuple(render(template, values) for template in _DELETE_RUN_ROWS)
         self._sql = {
             name: render(template, values)
             for name, template in globals().items()
@@ -257,6 +265,8 @@ class Admin(Part):
                     keys = [key for (key,) in self._listed(cur, select, done).fetchall()]
                     for part in chunks(keys):
                         self._listed(cur, delete, part)
+                for template in self._run_rows:
+                    self._execute(cur, template.replace("{ids}", marks(len(done))), tuple(done))
                 self._listed(cur, "_DELETE_RUNS", done)
                 return done
 

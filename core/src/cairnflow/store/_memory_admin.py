@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .._errors import DuplicateRun, RunNotFound, StepNotFound
-from .._models import ErrorInfo, Status, StepStatus
+from .._models import ErrorInfo, RunError, Status, StepStatus
 from ._records import ACTIVE, RETRYABLE, Reopened
 
 if TYPE_CHECKING:
@@ -38,6 +38,9 @@ class MemoryAdmin:
     _timed: dict[str, _Step]
     _tokens: dict[str, _Step]
     _active_keys: dict[tuple[str, str], str]
+    _errors: dict[str, list[RunError]]
+    _error_seq: dict[str, int]
+    _journal: dict[tuple[str, str, str], bytes]
 
     def _make_ready(self, step: _Step, due_at: int, now: int | None = None) -> None:
         raise NotImplementedError  # the store's
@@ -103,6 +106,11 @@ class MemoryAdmin:
                     if step.token is not None:
                         self._tokens.pop(step.token, None)
                 del self._runs[run_id]
+                # Every row of the run goes with it: its error history and its memos.
+                self._errors.pop(run_id, None)
+                self._error_seq.pop(run_id, None)
+                for memo in [key for key in self._journal if key[0] == run_id]:
+                    del self._journal[memo]
                 deleted.append(run_id)
         return deleted
 
