@@ -630,3 +630,39 @@ def test_only_a_keyed_claim_sends_the_keys_statements(db: Path) -> None:
     plain_sent, plain_taken = statements(keys=False)  # keys ignored: the plain claim
     assert (plain_sent, len(plain_taken)) == (1 + 1, 4)  # the claim, and the runs it leased
     store.close()
+
+
+def test_deleting_a_run_leaves_no_row_of_it_in_any_table(db: Path) -> None:
+    # Rows no read of the SPI shows once the run is gone (its labels, its error history, its
+    # memos) must go with it (Cap.DELETE_RUN): counted table by table.
+    store = cf.open_store(f"sqlite:///{db}")
+    store.migrate()
+    wf = cf.Workflow("doomed")
+
+    @wf.step
+    def memo_then_fail(ctx: cf.StepContext, data: Any) -> None:
+        ctx.memo("once", lambda: 1)
+        raise cf.Permanent(RuntimeError("broken"))
+
+    try:
+        client = cf.Client(store, poll_interval=0.05)
+        client.register(wf)
+        with client:
+            ref = client.enqueue("doomed", 1, labels={"team": "x"})
+            assert client.wait(ref, timeout=20).status is cf.Status.FAILED
+        assert client.delete_runs(ref) == 1
+    finally:
+        store.close()
+    with sqlite3.connect(db) as conn:
+        for table, column in (
+            ("cf_runs", "id"),
+            ("cf_steps", "run_id"),
+            ("cf_signals", "run_id"),
+            ("cf_errors", "run_id"),
+            ("cf_run_labels", "run_id"),
+            ("cf_journal", "scope"),
+        ):
+            (left,) = conn.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE {column} = ?", (ref.id,)
+            ).fetchone()
+            assert left == 0, f"{table} still holds rows of the deleted run"

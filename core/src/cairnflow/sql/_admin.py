@@ -92,11 +92,13 @@ _DELETE_STEPS = "DELETE FROM {steps} WHERE id IN ({ids})"
 _DELETE_SIGNALS = "DELETE FROM {signals} WHERE seq IN ({ids})"
 _DROP_SIGNALS = "DELETE FROM {signals} WHERE run_id IN ({ids})"
 _DELETE_RUNS = "DELETE FROM {runs} WHERE id IN ({ids}) AND state <> 'active'"
-# A run's rows in the tables keyed by it, each a range of the primary key's first column: the
-# label index (run_id, name), the error history (run_id, seq), the journal (scope, step, name).
-_DELETE_LABELS = "DELETE FROM {run_labels} WHERE run_id IN ({ids})"
-_DELETE_ERRORS = "DELETE FROM {errors} WHERE run_id IN ({ids})"
-_DELETE_JOURNAL = "DELETE FROM {journal} WHERE scope IN ({ids})"
+# Tables keyed by the run first (their primary key led by it): a range of the primary key
+# per run, never of a secondary index. A run's journal is its memos (scope = the run's id).
+_DELETE_RUN_ROWS = (
+    "DELETE FROM {errors} WHERE run_id IN ({ids})",
+    "DELETE FROM {run_labels} WHERE run_id IN ({ids})",
+    "DELETE FROM {journal} WHERE scope IN ({ids})",
+)
 
 
 class _LockedRun(NamedTuple):
@@ -133,6 +135,7 @@ class Admin(Part):
             **context.tables.template(),
             "for_update": context.dialect.for_update,
         }
+        self._run_rows = tuple(render(template, values) for template in _DELETE_RUN_ROWS)
         self._sql = {
             name: render(template, values)
             for name, template in globals().items()
@@ -287,8 +290,8 @@ class Admin(Part):
                     keys = [key for (key,) in self._listed(cur, select, done).fetchall()]
                     for part in chunks(keys):
                         self._listed(cur, delete, part)
-                for delete in ("_DELETE_LABELS", "_DELETE_ERRORS", "_DELETE_JOURNAL"):
-                    self._listed(cur, delete, done)
+                for template in self._run_rows:
+                    self._execute(cur, template.replace("{ids}", marks(len(done))), tuple(done))
                 self._listed(cur, "_DELETE_RUNS", done)
                 return done
 

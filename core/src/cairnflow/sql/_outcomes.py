@@ -353,7 +353,9 @@ class Outcomes(Part):
             self._execute(cur, *q.release_children(run_id, children))
             ready = int(self._execute(cur, *q.ready_children(now, run_id, children)).rowcount)
         if tally.succeeded(run_id):
-            # The last step: every step succeeded, so there is nothing left to cancel.
+            # The last step: every other step succeeded (or an operator cancelled it, and the
+            # flush ends the run cancelled: RUNS_SUCCEEDED reads its kept error; the status
+            # reported here is then SUCCEEDED, and the engine reads only that it finished).
             if not ready:
                 return _RUN_SUCCEEDED
             return FinishResult(AttemptState.HELD, ready=ready, run_status=Status.SUCCEEDED)

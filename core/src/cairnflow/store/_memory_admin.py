@@ -35,11 +35,12 @@ class MemoryAdmin:
     _runs: dict[str, _Run]
     _ready: dict[str, _Step]
     _running: dict[str, _Step]
-    _errors: dict[str, list[RunError]]
-    _journal: dict[tuple[str, str, str], bytes]
     _timed: dict[str, _Step]
     _tokens: dict[str, _Step]
     _active_keys: dict[tuple[str, str], str]
+    _errors: dict[str, list[RunError]]
+    _error_seq: dict[str, int]
+    _journal: dict[tuple[str, str, str], bytes]
 
     def _make_ready(self, step: _Step, due_at: int, now: int | None = None) -> None:
         raise NotImplementedError  # the store's
@@ -105,10 +106,11 @@ class MemoryAdmin:
                     if step.token is not None:
                         self._tokens.pop(step.token, None)
                 del self._runs[run_id]
-                # Its rows elsewhere go with it: its error history and its steps' journal.
+                # Every row of the run goes with it: its error history and its memos.
                 self._errors.pop(run_id, None)
-                for entry in [entry for entry in self._journal if entry[0] == run_id]:
-                    del self._journal[entry]
+                self._error_seq.pop(run_id, None)
+                for memo in [key for key in self._journal if key[0] == run_id]:
+                    del self._journal[memo]
                 deleted.append(run_id)
         return deleted
 

@@ -335,7 +335,9 @@ class FinishResult:
     ``state`` is HELD when the outcome was written; LOST or CANCELLED when the
     token no longer held the attempt and nothing was written. ``ready`` counts
     steps made ready at once (wake a dispatcher); ``run_status`` is the run's
-    final status when this transaction finished it.
+    final status when this transaction finished it (a SQL store says SUCCEEDED for
+    a run that ends cancelled because an operator cancelled one of its steps,
+    ``Cap.CANCEL_STEP``: what the engine reads is that it finished).
     """
 
     state: AttemptState
