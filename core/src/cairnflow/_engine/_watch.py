@@ -13,12 +13,11 @@ when:
 * no unfinished run of the client's workflows on its queues existed for the
   idle grace. That is judged from the store, not from this client's attempts:
   a run sleeping, waiting for a signal, delayed, or running on another client
-  keeps it busy. Each look lists the unfinished runs of each workflow
-  (``list_runs`` of the unfinished statuses, newest first) and the newest runs,
-  so a run enqueued and finished between two looks still restarts the grace.
-  A look stops at the first unfinished run on a served queue; ``list_runs`` has no
-  queue filter, so only unfinished runs on queues the client does not serve are
-  paged through (pages of 200), once per look (at most one a second).
+  keeps it busy. Each look asks the store, for each of its workflows on each of
+  its queues, for one unfinished run (``list_runs`` of the unfinished statuses,
+  with the queue filter) and, while idle, for one run created since the grace
+  began, so a run enqueued and finished between two looks still restarts it.
+  At most one look a second.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from ._state import CLOSURE_WORKFLOW, EngineState
 __all__ = ["StopWatch", "resident_mib"]
 
 _MIB = 1024 * 1024
-_PAGE = 200
 _UNFINISHED = frozenset(status for status in Status if not status.finished)
 """Runs read per page of a look for unfinished runs."""
 
@@ -157,25 +155,16 @@ class StopWatch:
         if state.held_attempts():
             return True
         store = state.store
-        served = set(state.queues)
         for workflow in sorted(state.workflow_names - {CLOSURE_WORKFLOW}):
-            cursor: str | None = None
-            while True:
-                page = store.list_runs(
-                    RunQuery(
-                        workflow=workflow,
-                        statuses=_UNFINISHED,
-                        limit=_PAGE,
-                        cursor=cursor,
+            for queue in sorted(state.queues):
+                # One run is enough: the filter (workflow, queue, unfinished) is the store's.
+                unfinished = RunQuery(workflow=workflow, queue=queue, statuses=_UNFINISHED, limit=1)
+                if store.list_runs(unfinished).runs:
+                    return True
+                if idle_since_ns is not None:
+                    since = RunQuery(
+                        workflow=workflow, queue=queue, created_since=idle_since_ns, limit=1
                     )
-                )
-                if any(run.queue in served for run in page.runs):
-                    return True
-                cursor = page.cursor
-                if cursor is None:
-                    break
-            if idle_since_ns is not None:
-                newest = store.list_runs(RunQuery(workflow=workflow, limit=_PAGE)).runs
-                if any(r.queue in served and r.created_at >= idle_since_ns for r in newest):
-                    return True
+                    if store.list_runs(since).runs:
+                        return True
         return False
