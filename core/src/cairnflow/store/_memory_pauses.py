@@ -21,6 +21,7 @@ class MemoryPauses:
     _lock: threading.RLock
 
     def __init__(self) -> None:
+        super().__init__()  # the store's other facets, whatever their order
         self._pauses: dict[tuple[PauseKind, str], Pause] = {}
 
     def pause(self, kind: PauseKind, name: str, at: int) -> bool:
