@@ -196,7 +196,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "backoff",
         f"{SQL}/_outcomes.py",
-        "if not fenced(q.retry, status, outcome.retry_at, error):",
+        "if not fenced(q.retry, status, retry_at, error):",
         "if not fenced(q.retry, status, now, error):",
         "retry",
         "a retry is due at once, whatever its backoff",
