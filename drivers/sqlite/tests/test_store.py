@@ -547,7 +547,7 @@ def test_labels_of_runs_made_before_the_label_index_are_found_after_migrating(db
         """'{"tenant": "acme-12", "team": "é"}', 0, 1, 1)""",
     )
     new = SQLiteStore(db)
-    assert new.migrate() == ["008_run_labels", "009_servers"]
+    assert new.migrate() == MIGRATIONS[7:]  # the label index (011) backfills the old labels
     client = cf.Client(new)
     assert [r.id for r in client.runs(label_prefix=("tenant", "acme-1")).runs] == ["run_old"]
     assert [r.id for r in client.runs(labels={"team": "é"}).runs] == ["run_old"]
