@@ -89,6 +89,8 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_journal",
             "app_locks",
             "app_errors",
+            "app_run_labels",
+            "app_servers",
             "app_migrations",
         ]
     finally:
