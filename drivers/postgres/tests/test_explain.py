@@ -436,7 +436,11 @@ def test_no_hot_path_query_scans_a_whole_table(
         assert f"{prefix}pauses_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}limits_pkey" in indexes["lock_limiter"]
     assert f"{prefix}journal_pkey" in indexes["read_journal"]
-    assert f"{prefix}steps_pkey" in indexes["hold_step"], indexes["hold_step"]
+    # A memo's fence finds its step by the primary key, or (the planner's choice when its
+    # statistics say few steps run) in a partial index of the running steps alone, which
+    # holds no more rows than there are leases: either is bounded, neither scans the table.
+    running = {f"{prefix}steps_pkey", f"{prefix}steps_running_queue", f"{prefix}steps_running"}
+    assert indexes["hold_step"] & running, indexes["hold_step"]
     for name in ("lock_named", "take_named", "extend_named", "release_named"):
         assert f"{prefix}locks_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
