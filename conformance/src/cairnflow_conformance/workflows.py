@@ -149,6 +149,27 @@ def approval() -> cf.Workflow:
     return wf
 
 
+def _span_step(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
+    """The body of :func:`limited` and :func:`keyed`: work, then a ``span`` trace.
+
+    ``payload["work"]`` seconds of work; with ``payload["hold"]`` the first attempt
+    traces ``phase="started"`` and waits for the release flag. The span carries the
+    payload's ``key`` when it has one (:func:`keyed`).
+    """
+    traces = Traces.of(ctx.payload)
+    start = time.time_ns()
+    if ctx.payload.get("hold") and ctx.attempt == 1:
+        _executed(ctx, phase="started")
+        traces.wait_for_flag(RELEASE, timeout=60)
+    time.sleep(float(ctx.payload.get("work", 0.0)))
+    end = time.time_ns()
+    key = {"key": ctx.payload["key"]} if "key" in ctx.payload else {}
+    traces.record(
+        "span", run=ctx.run_id, node=ctx.node_id, attempt=ctx.attempt, start=start, end=end, **key
+    )
+    return {"node": ctx.node_id, "attempt": ctx.attempt}
+
+
 def limited() -> cf.Workflow:
     """One step on :data:`LIMITED_QUEUE` that records when its body began and ended.
 
@@ -160,20 +181,7 @@ def limited() -> cf.Workflow:
     killed meanwhile leaves no span).
     """
 
-    def work(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
-        traces = Traces.of(ctx.payload)
-        start = time.time_ns()
-        if ctx.payload.get("hold") and ctx.attempt == 1:
-            _executed(ctx, phase="started")
-            traces.wait_for_flag(RELEASE, timeout=60)
-        time.sleep(float(ctx.payload.get("work", 0.0)))
-        end = time.time_ns()
-        traces.record(
-            "span", run=ctx.run_id, node=ctx.node_id, attempt=ctx.attempt, start=start, end=end
-        )
-        return {"node": ctx.node_id, "attempt": ctx.attempt}
-
-    return cf.Workflow(LIMITED, queue=LIMITED_QUEUE, steps=[cf.Step("work", work)])
+    return cf.Workflow(LIMITED, queue=LIMITED_QUEUE, steps=[cf.Step("work", _span_step)])
 
 
 def budget() -> cf.Workflow:
@@ -203,29 +211,10 @@ def keyed() -> cf.Workflow:
     key ran at once across processes.
     """
 
-    def work(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
-        traces = Traces.of(ctx.payload)
-        start = time.time_ns()
-        if ctx.payload.get("hold") and ctx.attempt == 1:
-            _executed(ctx, phase="started")
-            traces.wait_for_flag(RELEASE, timeout=60)
-        time.sleep(float(ctx.payload.get("work", 0.0)))
-        end = time.time_ns()
-        traces.record(
-            "span",
-            run=ctx.run_id,
-            node=ctx.node_id,
-            attempt=ctx.attempt,
-            key=ctx.payload["key"],
-            start=start,
-            end=end,
-        )
-        return {"node": ctx.node_id, "attempt": ctx.attempt}
-
     return cf.Workflow(
         KEYED,
         queue=KEYED_QUEUE,
-        steps=[cf.Step("work", work)],
+        steps=[cf.Step("work", _span_step)],
         concurrency=cf.Concurrency(key=lambda payload: payload["key"], limit=KEYED_LIMIT),
     )
 

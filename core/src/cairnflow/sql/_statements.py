@@ -224,17 +224,25 @@ the enqueue, whether an earlier attempt of it landed (:func:`cairnflow.store.lan
 # looking for forced ones, where it returned at once before (10,000 ready rows on PostgreSQL
 # 15, on a busy machine: 16-33 ms a claim instead of 0.6-3 ms); a queue that came back short
 # is asked again only on a wake-up or a poll (docs/claim.md, 1).
-READY = """
-            SELECT id FROM {steps} s
+_READY_UNPAUSED = """
             WHERE status = 'ready' AND queue = ? AND workflow IN ({workflows})
                 AND (NOT EXISTS (SELECT 1 FROM {pauses} WHERE kind = 'queue' AND name = ?)
                     OR s.forced = 1)
                 AND NOT EXISTS (
                     SELECT 1 FROM {pauses} p
                     WHERE p.kind = 'workflow' AND p.name = s.workflow AND s.forced = 0
-                )
+                )"""
+"""The one predicate of every claim's candidates (READY, READY_KEYED): ready steps of one queue
+and its workflows, held by no pause unless their run was forced."""
+
+READY = (
+    """
+            SELECT id FROM {steps} s"""
+    + _READY_UNPAUSED
+    + """
             ORDER BY priority DESC, due_at, id
             LIMIT ?"""
+)
 """One queue's most urgent ready steps of workflows not paused, unless the queue is paused,
 and those of forced runs: the subquery (or first statement) of every claim."""
 
@@ -751,15 +759,11 @@ until it is reclaimed: the limit is never exceeded). Read by the running-by-queu
 # fenced write ended (its row count said so), never beside it. Key rows are locked in name
 # order, always the last locks a transaction takes (after runs, steps and queue limiters).
 # Keyed claims only (ClaimRequest.keys): a plain claim keeps READY.
-READY_KEYED = """
-            SELECT id, run_id, concurrency_key, key_limit FROM {steps} s
-            WHERE status = 'ready' AND queue = ? AND workflow IN ({workflows})
-                AND (NOT EXISTS (SELECT 1 FROM {pauses} WHERE kind = 'queue' AND name = ?)
-                    OR s.forced = 1)
-                AND NOT EXISTS (
-                    SELECT 1 FROM {pauses} p
-                    WHERE p.kind = 'workflow' AND p.name = s.workflow AND s.forced = 0
-                )
+READY_KEYED = (
+    """
+            SELECT id, run_id, concurrency_key, key_limit FROM {steps} s"""
+    + _READY_UNPAUSED
+    + """
                 AND NOT EXISTS (
                     SELECT 1 FROM {limits} l
                     WHERE l.kind = 'key' AND l.name = s.concurrency_key
@@ -772,6 +776,7 @@ READY_KEYED = """
                 )
             ORDER BY priority DESC, due_at, id
             LIMIT ?"""
+)
 """A keyed claim's candidates: READY (its pauses, and forced runs passing them), skipping
 (without locking) the steps whose key is full or whose fifo key's turn belongs to another
 unfinished run. A step without a key matches no
