@@ -27,8 +27,7 @@ from typing import Any, NamedTuple
 
 from .._errors import DuplicateRun, RunNotFound, StepNotFound
 from .._models import StepStatus
-from ..store import ACTIVE, RETRYABLE, Reopened
-from ..store._memory_admin import cancelled_step_error
+from ..store._records import ACTIVE, RETRYABLE, Reopened, cancelled_step_error
 from ._dialect import Cursor
 from ._keys import Keys
 from ._parts import CHUNK, Context, Part, chunks

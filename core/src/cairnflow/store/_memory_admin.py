@@ -15,17 +15,12 @@ from typing import TYPE_CHECKING
 
 from .._errors import DuplicateRun, RunNotFound, StepNotFound
 from .._models import ErrorInfo, RunError, Status, StepStatus
-from ._records import ACTIVE, RETRYABLE, Reopened
+from ._records import ACTIVE, RETRYABLE, Reopened, cancelled_step_error
 
 if TYPE_CHECKING:
     from ._memory import _Run, _Step
 
-__all__ = ["MemoryAdmin", "cancelled_step_error"]
-
-
-def cancelled_step_error(step: str) -> ErrorInfo:
-    """The error a run keeps once one of its steps was cancelled (``Cap.CANCEL_STEP``)."""
-    return ErrorInfo(type="Cancelled", message=f"step {step!r} was cancelled", step=step)
+__all__ = ["MemoryAdmin"]
 
 
 class MemoryAdmin:

@@ -55,6 +55,7 @@ __all__ = [
     "TickOutcome",
     "TickRecord",
     "WaitFor",
+    "cancelled_step_error",
     "cursor_position",
     "derive_status",
     "label_prefix_bounds",
@@ -732,6 +733,14 @@ RETRYABLE: frozenset[str] = frozenset(
 )
 """The final states a run can be retried from (``Cap.RETRY_RUN``, ``Cap.JOB_RETRY``): the one
 list every store and the client read. A succeeded run has nothing to retry."""
+
+
+def cancelled_step_error(step: str) -> ErrorInfo:
+    """The error a run keeps once one of its steps was cancelled (``Cap.CANCEL_STEP``).
+
+    One wording for every store: the memory store and the SQL layer both write it.
+    """
+    return ErrorInfo(type="Cancelled", message=f"step {step!r} was cancelled", step=step)
 
 
 class Reopened(StrEnum):
