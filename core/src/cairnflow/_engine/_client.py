@@ -45,6 +45,7 @@ from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
 from ._lock_api import LockMethods
 from ._queue_api import QueueMethods
+from ._rate_api import RateMethods
 from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
 from ._schedule_api import ScheduleMethods
@@ -61,7 +62,15 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMethods, StatsMethods):
+class Client(
+    ScheduleMethods,
+    QueueMethods,
+    LockMethods,
+    RateMethods,
+    TimingMethods,
+    AdminMethods,
+    StatsMethods,
+):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
