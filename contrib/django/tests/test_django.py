@@ -13,10 +13,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import cairnflow_django
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.test import override_settings
 from shop.models import Order
@@ -171,3 +173,38 @@ def test_the_worker_command_runs_a_run_and_stops_on_a_signal(alias: str) -> None
     assert process.returncode == 0, output
     assert "stopped" in output
     assert client.info(ref).result == {"shipped": {"item": "clock"}}
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES:UserWarning")
+def test_the_store_url_is_the_setting_or_derived_from_databases(tmp_path: Path) -> None:
+    sqlite = str(tmp_path / "app.db")
+    databases = {
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": sqlite},
+        "pg": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": "shop",
+            "USER": "app",
+            "PASSWORD": "p@ss:word",
+            "HOST": "db.local",
+            "PORT": "5433",
+        },
+        "mem": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
+    }
+    with override_settings(DATABASES=databases, CAIRNFLOW={}):
+        conf = cairnflow_django.config()
+        assert conf.store_url() == f"sqlite:///{sqlite}"
+        assert conf.store_url("pg") == "postgresql://app:p%40ss%3Aword@db.local:5433/shop"
+        with pytest.raises(ImproperlyConfigured, match="in-memory"):
+            conf.store_url("mem")
+        with pytest.raises(ImproperlyConfigured, match="'nowhere'"):
+            conf.store_url("nowhere")
+    with override_settings(DATABASES=databases, CAIRNFLOW={"URL": "sqlite:////srv/cf.db"}):
+        assert cairnflow_django.config().store_url() == "sqlite:////srv/cf.db"
+        assert cairnflow_django.config().store_url("pg").startswith("postgresql://app:")
+
+
+def test_the_worker_command_refuses_a_missing_app_and_a_bad_option() -> None:
+    with override_settings(CAIRNFLOW={}), pytest.raises(CommandError, match="APP"):
+        call_command("cairn_worker")
+    with pytest.raises(CommandError, match="--workers"):
+        call_command("cairn_worker", workers="0")
