@@ -37,7 +37,7 @@ def worker(alias: str) -> Iterator[cf.Client]:
     """An idle worker on the store of ``alias``: it polls when it starts, then every 10
     minutes, so a run it finishes within a test's timeout was started by a wake-up."""
     store = cairnflow_django.get_client(alias).store
-    client = cf.Client(store, poll_interval=600, notifier=NOTIFIER.bus)
+    client = cf.Client(store, poll_interval=600, notifier=NOTIFIER.inner)
     client.register(*cairnflow_django.load_workflows("shop.workflows:workflows"))
     client.start()
     yield client

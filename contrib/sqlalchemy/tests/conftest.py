@@ -20,25 +20,10 @@ import pytest
 import sqlalchemy as sa
 
 import cairnflow as cf
-from cairnflow.notify import LocalNotifier
+from cairnflow.testing import CountingNotifier
 
 ENV = {"postgres": "CAIRNFLOW_TEST_POSTGRES_URL", "mariadb": "CAIRNFLOW_TEST_MARIADB_URL"}
 SQLALCHEMY_SCHEME = {"postgres": "postgresql+psycopg", "mariadb": "mysql+pymysql"}
-
-
-class CountingNotifier:
-    """An in-process bus that counts the wake-ups sent through it: what the tests assert on."""
-
-    def __init__(self, bus: LocalNotifier) -> None:
-        self.bus = bus
-        self.sent = 0
-
-    def notify(self, channel: str) -> None:
-        self.sent += 1
-        self.bus.notify(channel)
-
-    def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
-        return self.bus.listen(channel, wake)
 
 
 def ship() -> cf.Workflow:
@@ -97,14 +82,13 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
         sa.Column("item", sa.String(50), nullable=False),
     )
     metadata.create_all(engine)
-    bus = LocalNotifier()
-    notifier = CountingNotifier(bus)
+    notifier = CountingNotifier()
     clients: list[cf.Client] = []
 
     def make_worker() -> cf.Client:
         # Polls once when it starts, then only every 10 minutes: a run it finishes within a
         # test's timeout was started by a wake-up.
-        worker = cf.Client(store, poll_interval=600, notifier=bus)
+        worker = cf.Client(store, poll_interval=600, notifier=notifier.inner)
         worker.register(ship())
         clients.append(worker)
         worker.start()

@@ -8,7 +8,7 @@ from typing import Any
 
 import cairnflow as cf
 from cairnflow.store import MemoryStore
-from cairnflow.testing import wait_until
+from cairnflow.testing import CountingNotifier, wait_until
 
 
 class Recorder:
@@ -59,21 +59,6 @@ def test_a_slow_housekeeping_does_not_push_the_polls_back(
     polls = [at for name, at in recorder.calls if name == "advance_due"][1:8]
     period = (polls[-1] - polls[0]) / (len(polls) - 1)
     assert 0.09 < period < 0.14, f"polls every {period * 1000:.0f} ms, 100 expected"
-
-
-class CountingNotifier:
-    """The in-process bus, counting the hints sent through it."""
-
-    def __init__(self) -> None:
-        self.bus = cf.notify.LocalNotifier()
-        self.sent = 0
-
-    def notify(self, channel: str) -> None:
-        self.sent += 1
-        self.bus.notify(channel)
-
-    def listen(self, channel: str, wake: Any) -> Any:
-        return self.bus.listen(channel, wake)
 
 
 def test_wake_tells_the_other_clients_only_when_asked(store: MemoryStore) -> None:
