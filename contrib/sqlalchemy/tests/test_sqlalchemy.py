@@ -178,3 +178,12 @@ def test_an_engine_is_refused_with_what_to_pass(setup: Setup) -> None:
         enqueue(setup.app, setup.engine, "sa-ship", 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Session or Connection"):
         enqueue(setup.app, object(), "sa-ship", 1)  # type: ignore[arg-type]
+
+
+def test_an_autocommit_engine_is_refused_and_nothing_is_written(setup: Setup) -> None:
+    # With AUTOCOMMIT each INSERT would commit on its own, whatever became of the
+    # application's work: the driver refuses the connection before writing anything.
+    autocommit = setup.engine.execution_options(isolation_level="AUTOCOMMIT")
+    with Session(autocommit) as session, pytest.raises(cf.CairnError, match="autocommit"):
+        enqueue(setup.app, session, "sa-ship", {"item": "loose"})
+    assert setup.app.runs(workflow="sa-ship").runs == ()
