@@ -562,10 +562,18 @@ class Client(
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wake(self) -> None:
-        """Look for work now instead of at the next poll (e.g. after ``enqueue_tx`` commits)."""
+    def wake(self, *, others: bool = False) -> None:
+        """Look for work now instead of at the next poll (e.g. after ``enqueue_tx`` commits).
+
+        ``others=True`` also tells the other clients of the store, through its
+        notifier, that work may be due, as :meth:`enqueue` does after its commit:
+        what a client that is never started (a web application's) calls once the
+        application's transaction holding its ``enqueue_tx`` runs has committed.
+        """
         if self.running:
             self._state.wake()
+        if others:
+            self._state.notify_others()
 
     # -- enqueueing ------------------------------------------------------------------------------
     def enqueue(

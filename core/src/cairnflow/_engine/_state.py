@@ -456,7 +456,12 @@ class EngineState:
     def work_made_ready(self, *, others: bool) -> None:
         """Work became due: wake this client, and tell the others when asked to."""
         self.wake()
-        if others and self.notifier is not None:
+        if others:
+            self.notify_others()
+
+    def notify_others(self) -> None:
+        """Tell the other clients of the store, through the notifier, that work may be due."""
+        if self.notifier is not None:
             try:
                 self.notifier.notify(self.channel)
             except Exception:  # a hint only: polling finds the work anyway
