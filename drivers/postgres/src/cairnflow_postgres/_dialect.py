@@ -322,23 +322,34 @@ class PostgresDialect(Dialect):
         return conn
 
     async def send_in_savepoint(self, conn: Any, statements: Sequence[Recorded]) -> None:
-        """Await ``statements`` on ``conn`` in a savepoint, as :meth:`savepoint` runs them."""
+        """Await ``statements`` on ``conn`` in a savepoint, as :meth:`savepoint` runs them.
+
+        In psycopg's pipeline mode, like the store's own enqueue: the savepoint,
+        the inserts, the NOTIFY and the release go out in one round trip. A
+        statement that fails aborts the rest of the pipeline; the transaction is
+        then rolled back to the savepoint, usable again. So is one whose task was
+        cancelled half way (a web client that went away): no part of the enqueue
+        stays in the application's transaction. Should even that rollback fail, the
+        transaction is left aborted, and the application's COMMIT writes nothing.
+        """
         name = self.savepoint_name
-        async with conn.cursor() as cursor:
-            await cursor.execute(f"SAVEPOINT {name}")
-            try:
+        sent = False
+        try:
+            async with conn.pipeline(), conn.cursor() as cursor:
+                await cursor.execute(f"SAVEPOINT {name}")
+                sent = True
                 for statement in statements:
                     if statement.many:
                         await cursor.executemany(statement.sql, statement.params)
                     else:
                         await cursor.execute(statement.sql, statement.params)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    if conn.info.transaction_status == TransactionStatus.INERROR:
-                        await cursor.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                    await cursor.execute(f"RELEASE SAVEPOINT {name}")
-                raise
-            await cursor.execute(f"RELEASE SAVEPOINT {name}")
+                await cursor.execute(f"RELEASE SAVEPOINT {name}")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if sent or conn.info.transaction_status == TransactionStatus.INERROR:
+                    await conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    await conn.execute(f"RELEASE SAVEPOINT {name}")
+            raise
 
     @contextlib.contextmanager
     def savepoint(self, cursor: Cursor) -> Iterator[None]:
