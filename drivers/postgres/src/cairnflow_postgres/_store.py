@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import IsolationLevel
@@ -356,7 +356,10 @@ class PostgresStore(SQLStore):
             else:
                 kept.append((key, value))
         merged = {**from_query, **options}
-        dsn: str | None = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(kept), ""))
+        dsn: str | None = urlunsplit(
+            # quote, not quote_plus: libpq reads "+" as itself (options=-c%20search_path%3Dx)
+            ("postgresql", parts.netloc, parts.path, urlencode(kept, quote_via=quote), "")
+        )
         if merged.get("pool") is not None:
             if kept:
                 names = ", ".join(sorted({key for key, _ in kept}))
