@@ -132,34 +132,30 @@ def _schema_of(database: str) -> str:
     return f'"{found.group(1)}"'
 
 
+def run_script(app_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "enqueue_orders.py"],
+        cwd=app_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_the_plain_script_recipe(app_dir: Path, database: str) -> None:
     url = f"{database}&table_prefix=script_"
     store = cf.open_store(url)
     store.migrate()
     try:
         env = {**os.environ, "CAIRNFLOW_URL": url, "PYTHONPATH": str(app_dir)}
-        first = subprocess.run(
-            [sys.executable, "enqueue_orders.py"],
-            cwd=app_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        first = run_script(app_dir, env)
         assert first.returncode == 0, first.stderr
         ids = first.stdout.split()
         assert len(ids) == 3
         assert {store.get_run(run_id).workflow for run_id in ids} == {"fulfil"}  # type: ignore[union-attr]
-        again = subprocess.run(
-            [sys.executable, "enqueue_orders.py"],
-            cwd=app_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        again = run_script(app_dir, env)
         assert again.returncode == 1 and "DuplicateRun" in again.stderr
     finally:
         store.drop_tables()

@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 
 from .._caps import Cap
 from .._checks import check_int
-from .._errors import CairnError, RunFailed, WaitTimeout
+from .._errors import CairnError, RunFailed
 from .._models import Job, RunError, RunInfo, RunRef, Status
 from ..store import SignalResult
 from ..workflow import Workflow
 from ._attempt import monotonic
 from ._client import Client, _seconds
-from ._reads import RunLike, RunList
+from ._reads import RunLike, RunList, still_running
 
 __all__ = ["AsyncClient"]
 
@@ -179,10 +179,7 @@ class AsyncClient:
                 return info
             left = None if ends is None else ends - monotonic()
             if left is not None and left <= 0:
-                raise WaitTimeout(
-                    f"run {info.id} of workflow {info.workflow!r} is still {info.status} "
-                    f"after {timeout:g}s"
-                )
+                raise still_running(info, timeout)
             await asyncio.sleep(pause if left is None else min(pause, left))
             pause = min(pause * 2, ceiling)
 
