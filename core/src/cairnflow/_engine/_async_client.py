@@ -134,7 +134,9 @@ class AsyncClient:
             )
         name = workflow.name if isinstance(workflow, Workflow) else workflow
         job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels, queue=queue)
-        new = client._new_run(job, state.now())
+        # Built in the pool: the run's "now" may be the database's clock, which reads the
+        # database when it resyncs (database_clock=True, once a minute).
+        new = await self._call(lambda: client._new_run(job, state.now()))
         (run_id,) = await store.create_runs_in_async(tx, [new])
         return RunRef(run_id, new.workflow)
 
