@@ -204,3 +204,53 @@ def test_the_awaited_calls_on_a_server(store: PostgresStore, make_client: Client
                 await aio.wait(await aio.enqueue("waiter"), timeout=0.2)
 
     asyncio.run(main())
+
+
+def test_a_cancelled_enqueue_leaves_nothing_in_the_transaction(
+    postgres_url: str,
+    store: PostgresStore,
+    make_client: ClientFactory,
+    table: str,
+    admin_conn: psycopg.Connection[Any],
+) -> None:
+    # A web client that goes away cancels its request's task while the enqueue waits: here on
+    # the key's unique index, which another, uncommitted enqueue holds.
+    web = make_client(store, orders_workflow(), start=False)
+    holder = psycopg.connect(postgres_url)
+    held = web.enqueue_tx(holder, "order", key="D-1")
+
+    def waiting_on_a_lock(pid: int) -> bool:
+        row = admin_conn.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).fetchone()
+        return row is not None and row[0] == "Lock"
+
+    async def main() -> None:
+        async with (
+            cf.AsyncClient(web) as aio,
+            await psycopg.AsyncConnection.connect(postgres_url) as conn,
+        ):
+            await conn.execute(f'INSERT INTO "{table}" VALUES (%s)', ("D-2",))
+            task = asyncio.create_task(aio.enqueue_tx(conn, "order", key="D-1"))
+            for _ in range(3000):
+                if waiting_on_a_lock(conn.info.backend_pid):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the enqueue never waited on the held key")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The application's transaction is usable, and holds its own row only.
+            await conn.execute(f'INSERT INTO "{table}" VALUES (%s)', ("D-3",))
+            await conn.commit()
+
+    try:
+        asyncio.run(main())
+        assert orders(admin_conn, table) == ["D-2", "D-3"]
+        runs = web.runs(workflow="order").runs
+        assert not runs  # the held run is not committed, and the cancelled one never was
+    finally:
+        holder.rollback()
+        holder.close()
+    assert store.get_run(held.id) is None
