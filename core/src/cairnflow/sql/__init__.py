@@ -29,6 +29,7 @@ from ._dialect import (
     Connections,
     Cursor,
     Dialect,
+    Recorded,
     Statement,
     StatementLimit,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "Migration",
     "Queries",
     "QueuePool",
+    "Recorded",
     "RunRow",
     "SQLStore",
     "Statement",

@@ -19,7 +19,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from ._errors import ErrorClass, default_classifier
 from ._tables import Tables
@@ -31,6 +31,7 @@ __all__ = [
     "Connections",
     "Cursor",
     "Dialect",
+    "Recorded",
     "Statement",
     "StatementLimit",
     "values_rows",
@@ -50,6 +51,16 @@ queue, payload, labels)`` of its run when the claim returned them
 
 Statement = tuple[str, tuple[Any, ...]]
 """Portable SQL (``?`` placeholders) and its parameters."""
+
+
+class Recorded(NamedTuple):
+    """One statement as the SQL layer would have sent it, kept to be sent on an async
+    connection: its text in the dialect's paramstyle, and its parameters (a sequence of
+    rows when ``many``: one ``executemany``)."""
+
+    sql: str
+    params: Sequence[Any]
+    many: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +349,29 @@ class Dialect:
                 log.debug("rolling back to the enqueue savepoint failed", exc_info=True)
             raise
         cursor.execute(f"RELEASE SAVEPOINT {name}")
+
+    def async_application_connection(self, tx: Any) -> Any:
+        """The async connection behind what the application passed to an awaited ``enqueue_tx``.
+
+        Like :meth:`application_connection`, for the async connection of the
+        driver's library (``psycopg.AsyncConnection``). The default refuses
+        every ``tx``: this engine's dialect sends nothing on an async connection.
+        """
+        raise TypeError(
+            f"enqueue_tx() on an async connection is not supported by {type(self).__name__}, "
+            f"got {type(tx).__qualname__}: enqueue with client.enqueue_tx() on the driver's "
+            "sync connection"
+        )
+
+    async def send_in_savepoint(self, conn: Any, statements: Sequence[Recorded]) -> None:
+        """Send ``statements`` on the application's async connection ``conn``, in a savepoint.
+
+        The async counterpart of :meth:`savepoint` (same rule: a failed block is
+        rolled back to the savepoint, the application's writes and transaction
+        left usable). Asked only with what :meth:`async_application_connection`
+        returned; the default has no async connection to send on.
+        """
+        raise TypeError(f"{type(self).__name__} sends nothing on an async connection")
 
     def notify_in_transaction(self, cursor: Cursor, channel: str) -> None:
         """Queue the wake-up of an enqueue in the application's transaction (default: none).

@@ -313,16 +313,25 @@ class Transactions:
         except CairnError:
             raise
         except Exception as error:
-            kind = self.classify(error)
-            if kind.unique_violation:
-                raise UniqueViolation(str(error)) from error
-            if kind.refused:
-                raise refused(self.driver, error) from error
-            if kind.unavailable:
-                raise unavailable(self.driver, error) from error
-            raise
+            sorted_error = self.application_error(error)
+            if sorted_error is error:
+                raise
+            raise sorted_error from error
         finally:
             close_quietly(cursor)
+
+    def application_error(self, error: Exception) -> Exception:
+        """What to raise for ``error`` from the application's transaction (raise it ``from``
+        ``error`` unless it is ``error`` itself): sorted as in :meth:`committing`, never
+        retried. The async ``enqueue_tx`` sorts its driver's errors here too."""
+        kind = self.classify(error)
+        if kind.unique_violation:
+            return UniqueViolation(str(error))
+        if kind.refused:
+            return refused(self.driver, error)
+        if kind.unavailable:
+            return unavailable(self.driver, error)
+        return error
 
     def read(self, work: Callable[[Cursor], T]) -> T:
         """Run ``work(cursor)`` in one read-only transaction."""

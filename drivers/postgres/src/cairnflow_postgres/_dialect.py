@@ -41,6 +41,7 @@ from cairnflow.sql import (
     Cursor,
     Dialect,
     ErrorClass,
+    Recorded,
     Statement,
     StatementLimit,
     Tables,
@@ -141,6 +142,43 @@ def _application_connection(tx: Any) -> psycopg.Connection[Any]:
         "enqueue_tx() on Postgres takes the application's psycopg.Connection (or a "
         f"psycopg.Transaction or Cursor of it), got {type(tx).__qualname__}"
     )
+
+
+def _async_application_connection(tx: Any) -> psycopg.AsyncConnection[Any]:
+    """The async psycopg connection behind what the application passed to ``enqueue_tx``."""
+    if isinstance(tx, psycopg.AsyncConnection):
+        return tx
+    conn = getattr(tx, "connection", None)
+    if isinstance(tx, psycopg.AsyncTransaction | psycopg.AsyncCursor) and isinstance(
+        conn, psycopg.AsyncConnection
+    ):
+        return conn
+    raise TypeError(
+        "an awaited enqueue_tx() on Postgres takes the application's psycopg.AsyncConnection "
+        f"(or a psycopg.AsyncTransaction or AsyncCursor of it), got {type(tx).__qualname__}"
+        + (": use client.enqueue_tx() for a sync connection" if _is_sync(tx) else "")
+    )
+
+
+def _is_sync(tx: Any) -> bool:
+    return isinstance(tx, psycopg.Connection | psycopg.Transaction | psycopg.Cursor)
+
+
+def _check_open(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], block: str) -> None:
+    """Refuse an application connection no enqueue can be written on atomically."""
+    status = conn.info.transaction_status
+    if status == TransactionStatus.INERROR:
+        raise CairnError(
+            "the application's transaction is aborted (an earlier statement failed): "
+            "roll it back before enqueueing"
+        )
+    if status == TransactionStatus.ACTIVE:
+        raise CairnError("the application's connection is busy running another statement")
+    if conn.autocommit and status == TransactionStatus.IDLE:
+        raise CairnError(
+            "enqueue_tx() needs the application's transaction, but this autocommit "
+            f"connection has none open: enqueue inside `{block}`"
+        )
 
 
 _ARRAY_TYPES = {"text": "text[]", "int": "bigint[]", "bytes": "bytea[]"}
@@ -273,20 +311,45 @@ class PostgresDialect(Dialect):
         (each INSERT would commit alone).
         """
         conn = _application_connection(tx)
-        status = conn.info.transaction_status
-        if status == TransactionStatus.INERROR:
-            raise CairnError(
-                "the application's transaction is aborted (an earlier statement failed): "
-                "roll it back before enqueueing"
-            )
-        if status == TransactionStatus.ACTIVE:
-            raise CairnError("the application's connection is busy running another statement")
-        if conn.autocommit and status == TransactionStatus.IDLE:
-            raise CairnError(
-                "enqueue_tx() needs the application's transaction, but this autocommit "
-                "connection has none open: enqueue inside `with conn.transaction():`"
-            )
+        _check_open(conn, "with conn.transaction():")
         return conn
+
+    def async_application_connection(self, tx: Any) -> psycopg.AsyncConnection[Any]:
+        """The application's ``psycopg.AsyncConnection`` (or an ``AsyncTransaction`` or
+        ``AsyncCursor`` of it), refused as :meth:`application_connection` refuses."""
+        conn = _async_application_connection(tx)
+        _check_open(conn, "async with conn.transaction():")
+        return conn
+
+    async def send_in_savepoint(self, conn: Any, statements: Sequence[Recorded]) -> None:
+        """Await ``statements`` on ``conn`` in a savepoint, as :meth:`savepoint` runs them.
+
+        In psycopg's pipeline mode, like the store's own enqueue: the savepoint,
+        the inserts, the NOTIFY and the release go out in one round trip. A
+        statement that fails aborts the rest of the pipeline; the transaction is
+        then rolled back to the savepoint, usable again. So is one whose task was
+        cancelled half way (a web client that went away): no part of the enqueue
+        stays in the application's transaction. Should even that rollback fail, the
+        transaction is left aborted, and the application's COMMIT writes nothing.
+        """
+        name = self.savepoint_name
+        sent = False
+        try:
+            async with conn.pipeline(), conn.cursor() as cursor:
+                await cursor.execute(f"SAVEPOINT {name}")
+                sent = True
+                for statement in statements:
+                    if statement.many:
+                        await cursor.executemany(statement.sql, statement.params)
+                    else:
+                        await cursor.execute(statement.sql, statement.params)
+                await cursor.execute(f"RELEASE SAVEPOINT {name}")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if sent or conn.info.transaction_status == TransactionStatus.INERROR:
+                    await conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    await conn.execute(f"RELEASE SAVEPOINT {name}")
+            raise
 
     @contextlib.contextmanager
     def savepoint(self, cursor: Cursor) -> Iterator[None]:
