@@ -28,6 +28,7 @@ __all__ = [
     "BatchInsert",
     "ClaimPlan",
     "ClaimedRow",
+    "Commit",
     "Connections",
     "Cursor",
     "Dialect",
@@ -136,6 +137,23 @@ class StatementLimit:
     (PyMySQL: 4, a character of text in UTF-8; bytes travel as hex, 2)."""
 
 
+class Commit(Protocol):
+    """How the work of :meth:`Transactions.committing` commits before the runner would."""
+
+    def __call__(self) -> None:
+        """COMMIT now (inside a :meth:`Dialect.pipeline`: with the statements queued in it)."""
+        ...
+
+    def sending(self) -> None:
+        """Say that a COMMIT the work sent as a statement of its own is on its way.
+
+        From then on a lost connection leaves the outcome unknown (reported, never
+        retried), as during :meth:`__call__`; once the COMMIT is through, calling
+        the commit does nothing more.
+        """
+        ...
+
+
 class Connections(Protocol):
     """Where a SQL store gets DB-API connections: usually a pool.
 
@@ -234,6 +252,21 @@ class Dialect:
         default sends each statement at once, on ``cursor`` itself.
         """
         yield lambda: cursor
+
+    @contextlib.contextmanager
+    def pipelined_transaction(self, cursor: Cursor, commit: Commit) -> Iterator[Cursor]:
+        """The block's statements between the transaction's BEGIN and its COMMIT, sent together.
+
+        Yields the cursor to write on; the block only writes (nothing it sends is
+        read before the end). The transaction is committed by the end of the
+        block. The default is the block inside :meth:`pipeline`, and ``commit()``
+        inside it where the engine pipelines (on Postgres through psycopg's own
+        transaction: three round trips, see the Postgres dialect, which makes it one).
+        """
+        with self.pipeline(cursor) as cursors:
+            yield cursors()
+            if self.pipelines:
+                commit()
 
     def quote(self, identifier: str) -> str:
         """Quote an identifier that was already validated."""

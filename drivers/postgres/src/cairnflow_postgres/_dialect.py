@@ -38,6 +38,7 @@ from cairnflow.sql import (
     BatchInsert,
     ClaimedRow,
     ClaimPlan,
+    Commit,
     Cursor,
     Dialect,
     ErrorClass,
@@ -127,6 +128,27 @@ def advisory_key(namespace: str) -> int:
 def _connection(cursor: Cursor) -> psycopg.Connection[Any]:
     conn: psycopg.Connection[Any] = cursor.connection
     return conn
+
+
+PIPELINED_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""What :meth:`PostgresDialect.pipelined_transaction` opens its transaction with: what psycopg
+sends itself on the store's connections (READ COMMITTED, read-write)."""
+
+
+def _leave_autocommit(conn: psycopg.Connection[Any]) -> None:
+    """End a pipelined transaction's autocommit: roll back what a failure left open first.
+
+    A connection that cannot (it broke) is closed, so its pool never lends it in
+    autocommit: the pool drops a closed connection.
+    """
+    try:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.rollback()
+        conn.autocommit = False
+    except Exception:
+        log.debug("a pipelined transaction's connection could not leave autocommit", exc_info=True)
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 def _application_connection(tx: Any) -> psycopg.Connection[Any]:
@@ -253,6 +275,44 @@ class PostgresDialect(Dialect):
         conn = _connection(cursor)
         with conn.pipeline():
             yield conn.cursor
+
+    @contextlib.contextmanager
+    def pipelined_transaction(self, cursor: Cursor, commit: Commit) -> Iterator[Cursor]:
+        """``BEGIN``, the block's statements and ``COMMIT`` in one pipeline: one round trip.
+
+        psycopg opens a transaction in pipeline mode with its own BEGIN followed
+        by a sync (to learn the transaction's status), and closes the block with
+        another sync after the COMMIT's: three round trips for an enqueue. Here
+        the connection is put in autocommit for the block (a Python attribute: no
+        round trip while no transaction is open), and BEGIN and COMMIT are sent as
+        statements of the pipeline, so the block's closing sync is its only wait.
+        A statement that fails aborts the transaction block: the server skips
+        the rest, COMMIT included, up to that sync, and the transaction is rolled
+        back before the connection leaves autocommit again (one more round trip,
+        on a failure only). A connection that is not the store's own kind (in a
+        transaction already, in autocommit, at another isolation level, read-only)
+        takes the default path.
+        """
+        conn = _connection(cursor)
+        if (
+            conn.autocommit
+            or conn.info.transaction_status != TransactionStatus.IDLE
+            or conn.isolation_level != IsolationLevel.READ_COMMITTED
+            or conn.read_only
+        ):
+            with super().pipelined_transaction(cursor, commit) as writing:
+                yield writing
+            return
+        conn.autocommit = True
+        try:
+            with conn.pipeline():
+                writing = conn.cursor()
+                writing.execute(PIPELINED_BEGIN)
+                yield writing
+                commit.sending()
+                writing.execute("COMMIT")
+        finally:
+            _leave_autocommit(conn)
 
     def batch_insert(self, insert: BatchInsert, rows: Sequence[Sequence[Any]]) -> Statement:
         """``INSERT INTO t (...) SELECT ... FROM unnest(%b::text[], %b::bigint[], ...)``: one array
