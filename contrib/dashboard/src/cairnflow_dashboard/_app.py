@@ -7,9 +7,10 @@ turns into a sentence on the page instead of an error (:func:`_needs`).
 
 Security is the middleware's, in this order (outermost first): Starlette's
 ``SessionMiddleware`` (a signed cookie for a browser signed in on ``/login``),
-``AuthenticationMiddleware`` with :class:`~._auth.DashboardAuth` (no credentials:
-401 on every route but the login form and the stylesheet), ``asgi-csrf`` (a POST
-from a browser carries the token of its cookie, or gets 403). Actions also need
+``asgi-csrf`` (a POST that carries cookies carries the token of its CSRF cookie
+too, or gets 403), ``AuthenticationMiddleware`` with :class:`~._auth.DashboardAuth`
+(no credentials: 401 on every route but the login form and the stylesheet; the
+login form it shows needs the CSRF token, hence this order). Actions also need
 the ``act`` scope, which a read-only dashboard never grants (403).
 
 Endpoints are plain functions: Starlette runs them in its thread pool, where the
@@ -116,17 +117,17 @@ def create_app(client: cf.Client, settings: DashboardSettings) -> Starlette:
             https_only=settings.secure_cookies,
         ),
         Middleware(
+            asgi_csrf,
+            signing_secret=settings.session_secret,
+            cookie_secure=settings.secure_cookies,
+            cookie_samesite="Strict",
+        ),
+        Middleware(
             AuthenticationMiddleware,
             backend=DashboardAuth(
                 settings.credentials, read_only=settings.read_only, public=PUBLIC_PATHS
             ),
             on_error=pages.refused,
-        ),
-        Middleware(
-            asgi_csrf,
-            signing_secret=settings.session_secret,
-            cookie_secure=settings.secure_cookies,
-            cookie_samesite="Strict",
         ),
     ]
     return Starlette(routes=routes, middleware=middleware)
