@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import PASSWORD, TOKEN, USER
 
 HERE = Path(__file__).parent

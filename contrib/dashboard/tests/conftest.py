@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-import cairnflow as cf
 from cairnflow_dashboard import Credentials, DashboardSettings, create_app
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+import cairnflow as cf
+
 sys.path.insert(0, str(Path(__file__).parent))
 
-import flows  # noqa: E402
+import flows
 
 QUEUES = ["default", "billing"]
 USER, PASSWORD, TOKEN = "ops", "correct horse battery", "t0ken-for-tests-only"

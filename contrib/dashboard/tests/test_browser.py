@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
-import cairnflow as cf
 import flows
+import pytest
 from browser import chromium_path, dashboard
 from conftest import PASSWORD, QUEUES, USER, fill
+
+import cairnflow as cf
 
 pytestmark = pytest.mark.timeout(300)
 

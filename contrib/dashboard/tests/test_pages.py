@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-import cairnflow as cf
 from conftest import Filled, csrf, make_app, signed_in
+
+import cairnflow as cf
 
 
 def test_runs_page_lists_and_filters(filled: Filled) -> None:
@@ -22,7 +23,8 @@ def test_runs_page_lists_and_filters(filled: Filled) -> None:
         assert set(re.findall(r'data-run="([^"]+)"', acme.text)) == set(filled.acme)
         billing = web.get("/runs", params={"queue": "billing", "workflow": "orders"})
         assert set(re.findall(r'data-run="([^"]+)"', billing.text)) == {
-            filled.runs[0], filled.runs[3]
+            filled.runs[0],
+            filled.runs[3],
         }
         bad = web.get("/runs", params={"label": "no-equals-sign"})
         assert bad.status_code == 400 and "NAME=PREFIX" in bad.text
@@ -128,9 +130,10 @@ def test_schedules_pause_resume_trigger(filled: Filled) -> None:
         fired = web.post("/schedules/report/nightly/trigger", data={"csrftoken": csrf(web)})
         assert "triggered" in fired.headers["location"]
         assert len(reader.runs(workflow="report").runs) == 1
-        assert web.post(
-            "/schedules/report/nightly/explode", data={"csrftoken": csrf(web)}
-        ).status_code == 404
+        assert (
+            web.post("/schedules/report/nightly/explode", data={"csrftoken": csrf(web)}).status_code
+            == 404
+        )
     finally:
         store.close()
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import re
 
+import flows
 import pytest
-from starlette.testclient import TestClient
-
-import cairnflow as cf
 from cairnflow_dashboard import (
     PUBLIC_PATHS,
     Credentials,
@@ -23,7 +21,9 @@ from cairnflow_dashboard import (
     route_paths,
 )
 from conftest import CREDENTIALS, PASSWORD, TOKEN, USER, csrf
-import flows
+from starlette.testclient import TestClient
+
+import cairnflow as cf
 
 ACTIONS_OK = (303, 404)
 """What an accepted request to an action answers: a redirect, or 404 for the made-up ids."""
@@ -60,10 +60,12 @@ def test_the_router_has_the_routes_we_think() -> None:
     assert ("POST", "/runs/x1/retry") in routes
     assert ("GET", "/throughput") in routes
     assert len(routes) >= 17
-    assert PUBLIC_PATHS == {"/login", "/static"}
+    assert {"/login", "/static"} == PUBLIC_PATHS
 
 
-@pytest.mark.parametrize("method, path", [(m, p) for m, p in _routes(_app()) if not _is_public(p)])
+@pytest.mark.parametrize(
+    ("method", "path"), [(m, p) for m, p in _routes(_app()) if not _is_public(p)]
+)
 def test_every_route_refuses_without_credentials(method: str, path: str) -> None:
     web = _app()
     answer = web.request(method, path, data={"csrftoken": "whatever"} if method == "POST" else None)
@@ -85,7 +87,7 @@ def test_the_public_routes_show_nothing_of_the_store() -> None:
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
 
 
-@pytest.mark.parametrize("method, path", [(m, p) for m, p in _routes(_app()) if m == "POST"])
+@pytest.mark.parametrize(("method", "path"), [(m, p) for m, p in _routes(_app()) if m == "POST"])
 def test_every_post_refuses_a_bad_csrf_token(method: str, path: str) -> None:
     web = _app()
     web.get("/login")
@@ -104,7 +106,7 @@ def test_every_post_refuses_a_bad_csrf_token(method: str, path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "method, path",
+    ("method", "path"),
     [(m, p) for m, p in _routes(_app()) if m == "POST" and p not in ("/login", "/logout")],
 )
 def test_read_only_refuses_every_action(method: str, path: str) -> None:
@@ -145,10 +147,14 @@ def test_no_credentials_no_dashboard() -> None:
     with pytest.raises(MissingCredentials, match="CAIRNFLOW_DASHBOARD_TOKEN"):
         credentials_from_env({})
     with pytest.raises(MissingCredentials, match="both"):
-        credentials_from_env({"CAIRNFLOW_DASHBOARD_TOKEN": "a-long-token", "CAIRNFLOW_DASHBOARD_USER": "u"})
+        credentials_from_env(
+            {"CAIRNFLOW_DASHBOARD_TOKEN": "a-long-token", "CAIRNFLOW_DASHBOARD_USER": "u"}
+        )
     with pytest.raises(MissingCredentials, match="at least"):
         Credentials(token="short")
-    assert credentials_from_env({"CAIRNFLOW_DASHBOARD_TOKEN": "a-long-token"}).token == "a-long-token"
+    assert (
+        credentials_from_env({"CAIRNFLOW_DASHBOARD_TOKEN": "a-long-token"}).token == "a-long-token"
+    )
 
 
 def test_a_started_client_is_refused() -> None:

@@ -148,9 +148,7 @@ class _Pages:
         self.settings = settings
         self.templates = Jinja2Templates(directory=HERE / "templates")
         env = self.templates.env
-        env.filters.update(
-            when=_format.when, duration=_format.duration, pretty=_format.pretty
-        )
+        env.filters.update(when=_format.when, duration=_format.duration, pretty=_format.pretty)
         env.globals.update(colours=STATUS_COLOURS, title=settings.title)
 
     # -- rendering -------------------------------------------------------------------------
@@ -180,7 +178,9 @@ class _Pages:
                 "login.html",
                 {
                     "error": None,
-                    "next": _safe_next(conn.url.path + ("?" + conn.url.query if conn.url.query else "")),
+                    "next": _safe_next(
+                        conn.url.path + ("?" + conn.url.query if conn.url.query else "")
+                    ),
                     "csrftoken": conn.scope["csrftoken"](),
                     "signed_in": False,
                     "read_only": self.settings.read_only,
@@ -188,7 +188,9 @@ class _Pages:
                 },
                 status_code=401,
             )
-        return PlainTextResponse(str(error), status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return PlainTextResponse(
+            str(error), status_code=401, headers={"WWW-Authenticate": "Bearer"}
+        )
 
     def _needs(self, cap: Cap, what: str) -> None:
         if cap not in self.client.capabilities:
@@ -210,9 +212,7 @@ class _Pages:
                 request.session[SESSION_USER] = user
                 return RedirectResponse(target, status_code=303)
             error = "Those credentials are not accepted."
-        return self.render(
-            request, "login.html", 401 if error else 200, error=error, next=target
-        )
+        return self.render(request, "login.html", 401 if error else 200, error=error, next=target)
 
     @requires("authenticated")
     async def logout(self, request: Request) -> Response:

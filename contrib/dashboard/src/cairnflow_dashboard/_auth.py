@@ -44,9 +44,9 @@ __all__ = [
     "credentials_from_env",
 ]
 
-ENV_TOKEN = "CAIRNFLOW_DASHBOARD_TOKEN"
+ENV_TOKEN = "CAIRNFLOW_DASHBOARD_TOKEN"  # noqa: S105 - a variable name, not a secret
 ENV_USER = "CAIRNFLOW_DASHBOARD_USER"
-ENV_PASSWORD = "CAIRNFLOW_DASHBOARD_PASSWORD"
+ENV_PASSWORD = "CAIRNFLOW_DASHBOARD_PASSWORD"  # noqa: S105 - a variable name
 
 MIN_SECRET = 8
 """The shortest token or password accepted: a shorter one is a typo or a placeholder."""
@@ -88,9 +88,13 @@ class Credentials:
 
         The user and password configured; or the token as the password, under any name.
         """
-        if self.user is not None and self.password is not None:
-            if _same(user, self.user) and _same(password, self.password):
-                return self.user
+        if (
+            self.user is not None
+            and self.password is not None
+            and _same(user, self.user)
+            and _same(password, self.password)
+        ):
+            return self.user
         if self.check_token(password):
             return user or "token"
         return None

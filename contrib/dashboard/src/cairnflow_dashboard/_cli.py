@@ -3,8 +3,10 @@
 Declared in the ``cairnflow.cli`` entry-point group (see ``pyproject.toml``), which
 the core's command line loads when it starts; so this module imports only click
 at import time, and Starlette, uvicorn and the store when the command runs.
-The option parsing shared with the core's commands (``-o KEY=VALUE``, ``--app``)
-is the core's own, imported from it rather than written again.
+Not even ``cairnflow.cli`` at import time: ``cairn`` imports this module while it
+builds its group, so importing the group from here would be circular. Opening the
+store and loading ``--app`` are the core's own functions, imported when the
+command runs.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ import ipaddress
 import os
 
 import click
-from cairnflow.cli._commands import APP_HELP, _load_app, _open, store_option
 
 __all__ = ["dashboard"]
 
-ENV_SECRET = "CAIRNFLOW_DASHBOARD_SECRET"
+ENV_SECRET = "CAIRNFLOW_DASHBOARD_SECRET"  # noqa: S105 - a variable name, not a secret
 
 
 @click.command("dashboard")
@@ -26,12 +27,17 @@ ENV_SECRET = "CAIRNFLOW_DASHBOARD_SECRET"
 @click.option("--port", default=8199, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--read-only", is_flag=True, help="Show everything, allow no action.")
 @click.option(
-    "--app", "app", default=None, help=f"Workflows whose schedules may be triggered: {APP_HELP}"
+    "--app",
+    "app",
+    default=None,
+    help="module:attr naming the workflows whose schedules may be triggered (as cairn worker's).",
 )
 @click.option(
     "--secure-cookies", is_flag=True, help="Mark cookies Secure (when served over HTTPS)."
 )
-@store_option
+@click.option(
+    "-o", "--option", "pairs", multiple=True, metavar="KEY=VALUE", help="A driver option."
+)
 def dashboard(
     url: str,
     host: str,
@@ -49,6 +55,7 @@ def dashboard(
     import uvicorn
 
     import cairnflow as cf
+    from cairnflow.cli._commands import _load_app, _open
 
     from ._app import DashboardSettings, create_app
     from ._auth import MissingCredentials, credentials_from_env

@@ -109,7 +109,8 @@ def dag_svg(nodes: Sequence[DagNode]) -> str:
         name = node.name if len(node.name) <= 20 else node.name[:19] + "\u2026"
         tries = f" \u00b7 {node.attempts} attempt{'s' if node.attempts != 1 else ''}"
         parts.append(
-            f'<g class="dag-node" data-step="{escape(node.name)}" data-status="{escape(node.status)}">'
+            f'<g class="dag-node" data-step="{escape(node.name)}" '
+            f'data-status="{escape(node.status)}">'
             f"<title>{escape(node.name)}: {escape(node.status)}</title>"
             f'<a href="#step-{escape(node.name)}">'
             f'<rect x="{x}" y="{y}" width="{_NODE_W}" height="{_NODE_H}" rx="8" '
@@ -130,7 +131,7 @@ def throughput_svg(buckets: Sequence[ThroughputBucket], width_ns: int) -> str:
     """Completed (green) and failed (red) runs per bucket, stacked bars, oldest on the left."""
     if not buckets:
         return ""
-    peak = max(max(b.succeeded + b.failed for b in buckets), 1)
+    peak = max(1, *(b.succeeded + b.failed for b in buckets))
     top = _nice(peak)
     plot_w = _CHART_W - _LEFT - 8
     plot_h = _CHART_H - _BOTTOM - _TOP

@@ -28,9 +28,9 @@ _NOT_INSTALLED = {"dashboard": "cairnflow-dashboard"}
 """Commands of optional distributions, by name, and the distribution that brings each."""
 
 
-def add_plugin_commands(group: click.Group) -> None:
+def add_plugin_commands(group: click.Group, entry_point_group: str = ENTRY_POINT_GROUP) -> None:
     """Add every command of the ``cairnflow.cli`` group; stand-ins for known absent ones."""
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point in entry_points(group=entry_point_group):
         if point.name in group.commands:
             continue  # the core's own command wins
         try:
