@@ -33,9 +33,9 @@ class Filled:
     acme: list[str]
 
 
-def fill(url: str, *, count: int = 6) -> Filled:
+def fill(url: str, *, count: int = 6, **options: str) -> Filled:
     """Migrate ``url`` and run ``count`` orders through a started client; the 2nd fails."""
-    store = cf.open_store(url)
+    store = cf.open_store(url, **options)
     store.migrate()
     client = cf.Client(store, workers=2, poll_interval=0.05, queues=QUEUES)
     client.register(*flows.build())
@@ -75,8 +75,8 @@ def filled(tmp_path: Path) -> Iterator[Filled]:
     flows.FAILING.clear()
 
 
-def make_app(url: str, *, read_only: bool = False) -> tuple[Starlette, cf.Store]:
-    store = cf.open_store(url)
+def make_app(url: str, *, read_only: bool = False, **options: str) -> tuple[Starlette, cf.Store]:
+    store = cf.open_store(url, **options)
     client = cf.Client(store)
     app = create_app(
         client,
@@ -99,3 +99,9 @@ def signed_in(app: Starlette) -> TestClient:
 
 def csrf(web: TestClient) -> str:
     return web.cookies["csrftoken"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # test_drivers imports the kit's database helpers; the kit's package marks its checks.
+    config.addinivalue_line("markers", "proves(cap): the capability a kit check proves")
+    config.addinivalue_line("markers", "refuses(cap): the capability a kit check refuses")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import flows
 from conftest import Filled, csrf, make_app, signed_in
 
 import cairnflow as cf
@@ -173,3 +174,10 @@ def test_a_store_without_the_capabilities_says_so() -> None:
         page = web.get(path)
         assert page.status_code == 200, (path, page.text)
         assert f"does not declare {cap}" in page.text, path
+    client = cf.Client(store)
+    client.register(*flows.build())
+    ref = client.enqueue("orders", {"id": "o-9", "qty": 1})
+    run = web.get(f"/runs/{ref.id}")
+    assert run.status_code == 200
+    assert 'data-step="validate"' in run.text
+    assert "does not declare ERROR_HISTORY" in run.text
