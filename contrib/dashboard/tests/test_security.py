@@ -59,7 +59,8 @@ def test_the_router_has_the_routes_we_think() -> None:
     routes = _routes(_app())
     assert ("POST", "/runs/x1/retry") in routes
     assert ("GET", "/throughput") in routes
-    assert len(routes) >= 17
+    assert ("POST", "/queues/x1/x1") in routes
+    assert len(routes) >= 16
     assert {"/login", "/static"} == PUBLIC_PATHS
 
 

@@ -95,8 +95,7 @@ def create_app(client: cf.Client, settings: DashboardSettings) -> Starlette:
         Route("/runs/{run_id}/cancel", pages.cancel, methods=["POST"], name="cancel"),
         Route("/runs/{run_id}/delete", pages.delete, methods=["POST"], name="delete"),
         Route("/queues", pages.queues, name="queues"),
-        Route("/queues/{name}/pause", pages.pause_queue, methods=["POST"], name="pause_queue"),
-        Route("/queues/{name}/resume", pages.resume_queue, methods=["POST"], name="resume_queue"),
+        Route("/queues/{name}/{act:str}", pages.queue_act, methods=["POST"], name="queue_act"),
         Route("/schedules", pages.schedules, name="schedules"),
         Route(
             "/schedules/{workflow}/{name}/{act:str}",
@@ -414,25 +413,22 @@ class _Pages:
             return f"run {run_id} deleted" if deleted else "not deleted: cancel it first"
 
         response = self._act(f"/runs/{run_id}", act)
-        if deleted:
-            return self._act("/runs", lambda: f"run {run_id} deleted")
-        return response
+        # Deleted: the run's page is gone, so back to the list with the notice.
+        return self._act("/runs", lambda: f"run {run_id} deleted") if deleted else response
 
     @requires("act")
-    def pause_queue(self, request: Request) -> Response:
+    def queue_act(self, request: Request) -> Response:
         name = request.path_params["name"]
-        return self._act(
-            "/queues",
-            lambda: f"queue {name} paused" if self.client.pause_queue(name) else "already paused",
-        )
+        act = request.path_params["act"]
+        if act not in ("pause", "resume"):
+            raise HTTPException(404, f"no action {act!r}")
 
-    @requires("act")
-    def resume_queue(self, request: Request) -> Response:
-        name = request.path_params["name"]
-        return self._act(
-            "/queues",
-            lambda: f"queue {name} resumed" if self.client.resume_queue(name) else "not paused",
-        )
+        def do() -> str:
+            if act == "pause":
+                return f"queue {name} paused" if self.client.pause_queue(name) else "already paused"
+            return f"queue {name} resumed" if self.client.resume_queue(name) else "not paused"
+
+        return self._act("/queues", do)
 
     @requires("act")
     def schedule_act(self, request: Request) -> Response:
