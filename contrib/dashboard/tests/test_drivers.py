@@ -51,7 +51,7 @@ def test_pages_and_a_retry_on_a_server(server_url: str) -> None:
             assert page.status_code == 200, path
             assert "does not declare" not in page.text, path
         done = web.post(f"/runs/{filled.failed}/retry", data={"csrftoken": csrf(web)})
-        assert "retried" in done.headers["location"]
+        assert ">retried<" in web.get(done.headers["location"]).text
         assert not cf.Client(store).info(filled.failed).finished
     finally:
         store.close()

@@ -166,3 +166,14 @@ def test_a_started_client_is_refused() -> None:
             create_app(client, DashboardSettings(credentials=CREDENTIALS))
     finally:
         client.stop()
+
+
+def test_a_link_cannot_put_words_on_a_page() -> None:
+    web = _app()
+    web.get("/login")
+    web.post("/login", data={"user": USER, "password": PASSWORD, "csrftoken": csrf(web)})
+    page = web.get("/runs", params={"notice": "session expired, sign in at evil.example"})
+    assert page.status_code == 200 and "evil.example" not in page.text
+    marked = web.get("/runs", params={"workflow": "<script>alert(1)</script>"})
+    assert "<script>alert(1)</script>" not in marked.text
+    assert "&lt;script&gt;" in marked.text

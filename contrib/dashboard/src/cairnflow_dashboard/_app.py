@@ -56,6 +56,9 @@ HERE = Path(__file__).parent
 PUBLIC_PATHS = frozenset({"/login", "/static"})
 """What answers without credentials: the login form and the stylesheet, nothing else."""
 
+_NOTICE = "cairnflow_dashboard_notice"
+"""The session key of the notice an action leaves for the next page."""
+
 _WINDOWS = {"1h": (1.0, 60.0), "6h": (6.0, 300.0), "24h": (24.0, 900.0)}
 """The throughput windows offered: hours shown and seconds per bar."""
 
@@ -156,7 +159,7 @@ class _Pages:
         self, request: Request, template: str, status_code: int = 200, **context: Any
     ) -> Response:
         caps = self.client.capabilities
-        context.setdefault("notice", request.query_params.get("notice"))
+        context.setdefault("notice", request.session.pop(_NOTICE, None))
         context.setdefault("now", time.time_ns())
         context.update(
             caps={cap.name for cap in caps},
@@ -372,16 +375,18 @@ class _Pages:
 
     # -- actions -----------------------------------------------------------------------------
 
-    def _act(self, back: str, act: Callable[[], str]) -> Response:
-        """Do ``act``; back to ``back`` with what happened (or why not) as the notice."""
+    def _act(self, request: Request, back: str, act: Callable[[], str]) -> Response:
+        """Do ``act``; back to ``back``, whose next rendering says what happened (or why not).
+
+        The notice travels in the signed session, not in the URL: a link cannot put
+        words of its own in the dashboard's mouth.
+        """
         try:
             notice = act()
-        except cf.Unsupported as error:
+        except (cf.CairnError, ValueError, LookupError) as error:  # Unsupported is a CairnError
             notice = f"not done: {error}"
-        except (cf.CairnError, ValueError, LookupError) as error:
-            notice = f"not done: {error}"
-        separator = "&" if "?" in back else "?"
-        return RedirectResponse(back + separator + urlencode({"notice": notice}), status_code=303)
+        request.session[_NOTICE] = notice
+        return RedirectResponse(back, status_code=303)
 
     @requires("act")
     def retry(self, request: Request) -> Response:
@@ -391,7 +396,7 @@ class _Pages:
             done = self.client.retry_run(run_id)
             return "retried" if done else "not retried: the run has not finished, or succeeded"
 
-        return self._act(f"/runs/{run_id}", act)
+        return self._act(request, f"/runs/{run_id}", act)
 
     @requires("act")
     def cancel(self, request: Request) -> Response:
@@ -400,7 +405,7 @@ class _Pages:
         def act() -> str:
             return "cancelled" if self.client.cancel(run_id) else "not cancelled: it had finished"
 
-        return self._act(f"/runs/{run_id}", act)
+        return self._act(request, f"/runs/{run_id}", act)
 
     @requires("act")
     def delete(self, request: Request) -> Response:
@@ -412,9 +417,9 @@ class _Pages:
             deleted = self.client.delete_runs(run_id)
             return f"run {run_id} deleted" if deleted else "not deleted: cancel it first"
 
-        response = self._act(f"/runs/{run_id}", act)
-        # Deleted: the run's page is gone, so back to the list with the notice.
-        return self._act("/runs", lambda: f"run {run_id} deleted") if deleted else response
+        response = self._act(request, f"/runs/{run_id}", act)
+        # Deleted: the run's page is gone, so back to the list (the notice is the same).
+        return RedirectResponse("/runs", status_code=303) if deleted else response
 
     @requires("act")
     def queue_act(self, request: Request) -> Response:
@@ -428,7 +433,7 @@ class _Pages:
                 return f"queue {name} paused" if self.client.pause_queue(name) else "already paused"
             return f"queue {name} resumed" if self.client.resume_queue(name) else "not paused"
 
-        return self._act("/queues", do)
+        return self._act(request, "/queues", do)
 
     @requires("act")
     def schedule_act(self, request: Request) -> Response:
@@ -449,7 +454,7 @@ class _Pages:
                 return f"schedule {workflow}/{name} triggered: run {ref.id}"
             raise HTTPException(404, f"no action {act!r}")
 
-        return self._act("/schedules", do)
+        return self._act(request, "/schedules", do)
 
 
 def _field(form: FormData, name: str) -> str:
