@@ -20,6 +20,7 @@
 from . import clock
 from ._caps import Cap
 from ._engine import (
+    ArchivedRuns,
     Client,
     Elector,
     RunList,
@@ -84,6 +85,7 @@ __all__ = [
     "NO_RETRY",
     "SPI_VERSION",
     "Abandoned",
+    "ArchivedRuns",
     "Backoff",
     "CairnError",
     "Cancelled",

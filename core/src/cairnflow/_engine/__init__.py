@@ -3,10 +3,12 @@
 from ._client import Client
 from ._leader import Elector
 from ._reads import RunList, RunOverview
+from ._retention_api import ArchivedRuns
 from ._schedule_api import ScheduleNotFound
 from ._scheduler import ScheduleInfo, TickEvent
 
 __all__ = [
+    "ArchivedRuns",
     "Client",
     "Elector",
     "RunList",

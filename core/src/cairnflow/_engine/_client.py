@@ -44,8 +44,10 @@ from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
 from ._lock_api import LockMethods
+from ._pruner import Pruner
 from ._queue_api import QueueMethods
 from ._reads import RunLike, RunList, RunReader, run_id_of
+from ._retention_api import RetentionMethods
 from ._runner import StepRunner
 from ._schedule_api import ScheduleMethods
 from ._scheduler import Scheduler, TickEvent
@@ -61,7 +63,15 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMethods, StatsMethods):
+class Client(
+    ScheduleMethods,
+    QueueMethods,
+    LockMethods,
+    TimingMethods,
+    AdminMethods,
+    StatsMethods,
+    RetentionMethods,
+):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
@@ -115,6 +125,13 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
     ``recycle`` (a :class:`~cairnflow.Recycle`, ``Cap.DRAIN``) makes the client
     drain and stop by itself after a number of attempts, a time, or at a
     resident memory size, for a supervisor to start a fresh process.
+
+    ``prune_after`` (seconds or a ``timedelta``; ``Cap.RETENTION``): a started
+    client prunes finished runs older than that every ``prune_interval``
+    seconds, ``prune_chunk`` runs per transaction, one client of the database
+    at a time (the prune lock); default None: runs are kept until deleted
+    (docs/retention.md says why). ``archive=True`` (``Cap.ARCHIVE``) moves them
+    to the archive instead (:meth:`archived_runs`).
     """
 
     def __init__(
@@ -149,6 +166,10 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         enqueue_only: bool = False,
         recycle: Recycle | None = None,
         error_history: int | None = None,
+        prune_after: float | timedelta | None = None,
+        prune_interval: float = 60.0,
+        prune_chunk: int = 200,
+        archive: bool = False,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -171,6 +192,10 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
             recycle=recycle,
             enqueue_only=enqueue_only,
             error_history=error_history,
+            prune_after=prune_after,
+            prune_interval=prune_interval,
+            prune_chunk=prune_chunk,
+            archive=archive,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -220,6 +245,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         self._pool: WorkerPool | None = None
         self._dispatcher: Dispatcher | None = None
         self._keeper: LeaseKeeper | None = None
+        self._pruner: Pruner | None = None
         self._cleanups: list[Callable[[], None]] = []
         self._watch: StopWatch | None = None
         self._idle: tuple[float, float] | None = None
@@ -371,6 +397,10 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
             if self._elector is not None and firing is not None:
                 self._elector.start()
             self._dispatcher.start()
+            retention = state.facets.retention
+            if state.settings.prune_after is not None and retention is not None:
+                self._pruner = Pruner(state, retention, state.locks("Client(prune_after=...)"))
+                self._pruner.start()
             if state.notifier is not None:
                 self._cleanups.append(state.notifier.listen(state.channel, state.wake))
             if isinstance(state.clock, Subscribable):
@@ -496,6 +526,8 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         if self._watch is not None:
             self._watch.stop(timeout)
         self._dispatcher.join(timeout)
+        if self._pruner is not None:
+            self._pruner.stop(timeout)
         handed: list[HandedBack] = []
         if grace > 0:
             # A drain starts nothing new: attempts claimed ahead that no worker began go

@@ -12,6 +12,7 @@ from ._facets import (
     Leadership,
     Locking,
     QueueControl,
+    Retention,
     RunAdmin,
     RunStats,
     RunTiming,
@@ -70,6 +71,7 @@ from ._records import (
     label_prefix_bounds,
     run_cursor,
 )
+from ._retention import PRUNE_LOCK, ArchivePage, PruneChunk, archive_cursor, archive_position
 from ._servers import MISSED_BEATS, ServerList, ServerRecord
 from ._stats import QueueStats, RunStatistics, StatusCount, ThroughputBucket
 
@@ -80,8 +82,10 @@ __all__ = [
     "KERNEL",
     "MAX_PAGE",
     "MISSED_BEATS",
+    "PRUNE_LOCK",
     "RETRYABLE",
     "AdvanceResult",
+    "ArchivePage",
     "AttemptState",
     "BatchOutcomes",
     "ClaimRequest",
@@ -104,12 +108,14 @@ __all__ = [
     "Outcome",
     "Pause",
     "PauseKind",
+    "PruneChunk",
     "QueueClaim",
     "QueueControl",
     "QueueStats",
     "ReclaimResult",
     "RenewResult",
     "Reopened",
+    "Retention",
     "RunAdmin",
     "RunPage",
     "RunQuery",
@@ -139,6 +145,8 @@ __all__ = [
     "TickRecord",
     "TransactionalEnqueue",
     "WaitFor",
+    "archive_cursor",
+    "archive_position",
     "check_store",
     "cursor_position",
     "derive_status",

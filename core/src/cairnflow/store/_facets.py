@@ -39,6 +39,7 @@ from ._records import (
     ScheduleRecord,
     TickRecord,
 )
+from ._retention import ArchivePage, PruneChunk
 from ._servers import ServerRecord
 from ._stats import RunStatistics
 
@@ -54,6 +55,7 @@ __all__ = [
     "Leadership",
     "Locking",
     "QueueControl",
+    "Retention",
     "RunAdmin",
     "RunStats",
     "RunTiming",
@@ -471,6 +473,41 @@ class Servers(Protocol):
         ...
 
 
+@runtime_checkable
+class Retention(Protocol):
+    """``Cap.RETENTION``, ``Cap.ARCHIVE``: old finished runs leave the hot tables.
+
+    Requirement: ``prune_runs`` is one transaction that first checks the prune
+    lock (:class:`~cairnflow.store.PruneChunk`: ``token`` holds ``lock``
+    unexpired at ``lock_now``; otherwise it writes nothing and returns None),
+    then takes at most ``limit`` runs whose ``finished_at`` is before
+    ``before``, oldest finish first, read by an index on ``finished_at`` (never
+    a scan of the runs), and deletes each with every row of its, exactly as
+    ``RunAdmin.delete_runs`` does. With ``archive`` each run and its steps
+    (outputs, errors, times) are first copied to cold tables in that same
+    transaction, so a run is in exactly one place at every moment. An
+    unfinished run is never taken. No claim, outcome or reclaim ever reads the
+    cold tables. A store declaring ``RETENTION`` declares ``LOCKS`` (the prune
+    lock is a named lock).
+
+    ``archived_runs`` reads archived runs with their steps, newest finish
+    first (ties by run id, descending), ``limit`` per page, after ``cursor``
+    (an :class:`~cairnflow.store.ArchivePage` cursor): pages never repeat or
+    skip a run, whatever is archived between them.
+    """
+
+    def prune_runs(self, chunk: PruneChunk) -> list[str] | None:
+        """Delete (or archive) one chunk of old finished runs; their ids, oldest finish first.
+
+        None, writing nothing, when ``chunk.token`` does not hold ``chunk.lock``.
+        """
+        ...
+
+    def archived_runs(self, *, limit: int, cursor: str | None = None) -> ArchivePage:
+        """A page of archived runs with their steps, newest finish first."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -631,6 +668,12 @@ FACETS: tuple[Facet, ...] = (
         ("record_server", "stop_server", "list_servers", "prune_servers"),
         frozenset({Cap.SERVERS}),
     ),
+    Facet(
+        "retention",
+        Retention,
+        ("prune_runs", "archived_runs"),
+        frozenset({Cap.RETENTION, Cap.ARCHIVE}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -734,6 +777,8 @@ class StoreFacets:
     errors: ErrorHistory | None = None
     stats: RunStats | None = None
     servers: Servers | None = None
+    retention: Retention | None = None
+    """The ``Retention`` facet, when the store declares ``RETENTION`` or ``ARCHIVE``."""
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -772,6 +817,11 @@ class StoreFacets:
             ),
             stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
             servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,
+            retention=(
+                store
+                if caps & {Cap.RETENTION, Cap.ARCHIVE} and isinstance(store, Retention)
+                else None
+            ),
         )
 
 

@@ -1,0 +1,6 @@
+-- cairnflow on MySQL / MariaDB: runs by finish time (Cap.RETENTION, #16) (one statement, see
+-- 001). A prune chunk is "finished_at < ? ORDER BY finished_at LIMIT n": a range of this index
+-- from its low end (unfinished runs, finished_at NULL, sort first and are skipped by the range
+-- start), stopped after the chunk. The read takes no lock (a plain consistent read at READ
+-- COMMITTED); the chunk's runs are then locked by primary key.
+ALTER TABLE {runs} ADD INDEX `{p}runs_finished` (finished_at)
