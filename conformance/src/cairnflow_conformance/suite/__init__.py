@@ -48,6 +48,7 @@ from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
+from .retention import ArchiveTests, RetentionTests
 from .run_queries import LabelPrefixTests, RunFilterTests
 from .schedules import ScheduleTests
 from .servers import ServerTests
@@ -113,6 +114,8 @@ class ConformanceSuite(
     CancelStepTests,
     StatsTests,
     ServerTests,
+    RetentionTests,
+    ArchiveTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -222,6 +222,8 @@ def _check_retention(
     chunk = check_int("prune_chunk", prune_chunk, minimum=1, maximum=10_000)
     if not isinstance(archive, bool):
         raise TypeError(f"archive must be True or False, got {archive!r}")
+    if archive and Cap.ARCHIVE not in capabilities:  # the most specific refusal first
+        raise Unsupported(Cap.ARCHIVE, "Client(archive=True)")
     after = None
     if prune_after is not None:
         if isinstance(prune_after, timedelta):
@@ -231,11 +233,8 @@ def _check_retention(
             raise Unsupported(Cap.RETENTION, "Client(prune_after=...)")
         if Cap.LOCKS not in capabilities:
             raise Unsupported(Cap.LOCKS, "Client(prune_after=...) (the prune lock)")
-    if archive:
-        if Cap.ARCHIVE not in capabilities:
-            raise Unsupported(Cap.ARCHIVE, "Client(archive=True)")
-        if after is None:
-            raise ValueError("archive=True moves runs as they are pruned: give prune_after too")
+    if archive and after is None:
+        raise ValueError("archive=True moves runs as they are pruned: give prune_after too")
     return after, interval, chunk, archive
 
 
