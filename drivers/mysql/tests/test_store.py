@@ -248,7 +248,7 @@ def test_each_migration_file_is_one_statement() -> None:
             statement,
             re.MULTILINE,
         )
-        added = re.search(r"^ALTER TABLE \S+\s+ADD COLUMN ", statement, re.MULTILINE)
+        added = re.search(r"^ALTER TABLE \S+\s+ADD (COLUMN|INDEX) ", statement, re.MULTILINE)
         copied = re.search(r"^INSERT IGNORE INTO ", statement, re.MULTILINE)
         assert "IF NOT EXISTS" in statement or rebuilt or added or copied, migration.label
 
