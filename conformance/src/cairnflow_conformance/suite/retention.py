@@ -230,6 +230,44 @@ class RetentionTests:
         after = locks.holder(PRUNE_LOCK)
         assert after is None or after.token != token
 
+    @proves(Cap.RETENTION, Cap.MULTI_PROCESS)
+    def test_a_pruner_process_killed_holding_the_lock_is_succeeded_once_it_expires(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        wf = _pair("kit-prune-process")
+        old = _finished(cairnflow_kit, wf, 150, behind=2 * _DAY)
+        _, locks = _facets(cairnflow_kit)
+        # One run per chunk, each followed by a rest: the pass outlasts the wait below.
+        worker = cairnflow_kit.processes.spawn("kit-pruner", lease=2.0, prune=(_DAY, 1))
+        wait_until(
+            lambda: (
+                locks.read_lock(PRUNE_LOCK) is not None
+                and cairnflow_kit.store.get_run(old[0].id) is None
+            ),
+            TIMEOUT,
+            "the pruner process to hold the lock and prune",
+        )
+        worker.kill()  # SIGKILL: its lock row stays behind
+        held = locks.read_lock(PRUNE_LOCK)
+        assert held is not None, "the pruner process finished its pass before it was killed"
+        assert not _gone(cairnflow_kit, old), "the pruner process pruned everything already"
+        shared = _shared()
+        cairnflow_kit.client(
+            wf,
+            store=_Watched(cairnflow_kit.open_store(), shared),
+            prune_after=_DAY,
+            prune_interval=0.05,
+            prune_chunk=20,
+        )
+        wait_until(lambda: _gone(cairnflow_kit, old), TIMEOUT, "a successor to prune the rest")
+        with shared["lock"]:
+            chunks = list(shared["chunks"])
+        assert chunks, "the successor pruned nothing"
+        for chunk, done in chunks:
+            assert chunk.token != held.token
+            if done:
+                assert chunk.lock_now >= held.expires_at, "pruned before the dead lock expired"
+
 
 class ArchiveTests:
     """``Cap.ARCHIVE``: pruned runs move to cold tables, in one place, and read back."""
