@@ -44,18 +44,19 @@ class Pruner:
         self._retention = retention
         self._locks = locks
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"cairnflow-pruner-{state.settings.node_id}", daemon=True
-        )
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the pruning thread (its first pass at once)."""
+        self._thread = threading.Thread(
+            target=self._loop, name=f"cairnflow-pruner-{self._state.settings.node_id}", daemon=True
+        )
         self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop after the chunk in flight (its lock released) and wait for the thread."""
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout)
 
     def _loop(self) -> None:

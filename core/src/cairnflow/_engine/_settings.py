@@ -219,7 +219,7 @@ def _check_retention(
     at a time (``Cap.LOCKS``); archiving needs ``Cap.ARCHIVE`` and a ``prune_after``.
     """
     interval = check_seconds("prune_interval", prune_interval)
-    chunk = check_int("prune_chunk", prune_chunk, minimum=1, maximum=10_000)
+    chunk = check_int("prune_chunk", prune_chunk, minimum=1, maximum=1000)
     if not isinstance(archive, bool):
         raise TypeError(f"archive must be True or False, got {archive!r}")
     if archive and Cap.ARCHIVE not in capabilities:  # the most specific refusal first

@@ -64,7 +64,7 @@ class Retention(Part):
     def __init__(self, context: Context, *, admin: Admin) -> None:
         super().__init__(context)
         self._admin = admin
-        values = {**context.tables.template(), "ids": "{ids}"}
+        values = context.tables.template()
         self._prunable = render(PRUNABLE_RUNS, values)
         self._archive_runs = render(ARCHIVE_RUNS, values)
         self._stamp = render(STAMP_ARCHIVED, values)

@@ -481,7 +481,9 @@ class Retention(Protocol):
     lock (:class:`~cairnflow.store.PruneChunk`: ``token`` holds ``lock``
     unexpired at ``lock_now``; otherwise it writes nothing and returns None),
     then takes at most ``limit`` runs whose ``finished_at`` is before
-    ``before``, oldest finish first, read by an index on ``finished_at`` (never
+    ``before`` (a store may take fewer to keep the transaction short: the SQL
+    layer takes at most 200, one IN list; the pruner goes on until a chunk
+    takes none), oldest finish first, read by an index on ``finished_at`` (never
     a scan of the runs), and deletes each with every row of its, exactly as
     ``RunAdmin.delete_runs`` does. With ``archive`` each run and its steps
     (outputs, errors, times) are first copied to cold tables in that same
