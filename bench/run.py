@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _baseline
 import _engines
 import _finding
+import _retention
 import _workloads
 from rich.console import Console
 from rich.table import Table
@@ -38,6 +39,7 @@ FULL = {
     "paused": 10000,
     "idle": 10.0,
     "w7": 1_000_000,
+    "history": 1_000_000,
 }
 QUICK = {
     "w1_single": 200,
@@ -50,6 +52,7 @@ QUICK = {
     "paused": 10000,
     "idle": 3.0,
     "w7": 20_000,
+    "history": 20_000,
 }
 TARGETS = {
     "sqlite": {"w2_ratio": 0.5},
@@ -91,6 +94,12 @@ def run_engine(
     w2k["ratio_to_plain_w2"] = w2k["runs_per_s"] / plain["runs_per_s"]
     w2k["plain_statements_per_run"] = plain["statements_per_run"]
     emit({"engine": engine.name, "workload": "W2k concurrency keys", **w2k}, out)
+    # Tables that stay small (#16): W2 beside a history of finished runs and on empty tables,
+    # then W2 while another client prunes that history (docs/retention.md).
+    w2h = _retention.w2_history(engine, runs=sizes["w2"], history=sizes["history"])
+    emit({"engine": engine.name, "workload": "W2 history", **w2h}, out)
+    w2p = _retention.w2_pruning(engine, runs=sizes["w2"], history=sizes["history"])
+    emit({"engine": engine.name, "workload": "W2 pruning", **w2p}, out)
     w1 = _workloads.w1_enqueue(engine, single=sizes["w1_single"], batched=sizes["w1_batched"])
     w1["ratio_single"] = w1["enqueue_single_per_s"] / base["enqueue_single_per_s"]
     w1["ratio_many"] = w1["enqueue_many_per_s"] / base["enqueue_batched_per_s"]
@@ -154,6 +163,23 @@ def table(records: list[dict[str, Any]]) -> Table:
                 f"{r['ratio_to_plain_w2']:.2f}x plain W2 (target 0.80x); "
                 f"{r['statements_per_run']:.2f} statements/run "
                 f"(plain {r['plain_statements_per_run']:.2f})",
+            )
+        elif name == "W2 history":
+            view.add_row(
+                engine,
+                f"W2 beside {r['history']:,} finished runs",
+                f"{r['runs_per_s_history']:.0f} runs/s (empty tables {r['runs_per_s_empty']:.0f})",
+                f"{r['ratio_to_empty']:.2f}x empty (target 0.90x); claim p95 "
+                f"{r['claim_p95_ms_history']:.1f} ms (empty {r['claim_p95_ms_empty']:.1f})",
+            )
+        elif name == "W2 pruning":
+            view.add_row(
+                engine,
+                f"W2 while pruning {r['history']:,} runs",
+                f"{r['runs_per_s_pruning']:.0f} runs/s (not pruning {r['runs_per_s_still']:.0f}); "
+                f"{r['pruned_during_w2']:,} pruned meanwhile",
+                f"{r['ratio_to_still']:.2f}x (target 0.80x); claim p95 {r['p95_ratio']:.2f}x "
+                f"(target 2x): {r['claim_p95_ms_pruning']:.1f} ms",
             )
         elif name.startswith("W2q"):
             paused = f", {r['paused_ready']:,} paused ready" if r["paused_ready"] else ""

@@ -91,6 +91,8 @@ def test_every_client_api_of_an_optional_capability_has_a_refusal_check() -> Non
         Cap.QUEUE_LIMIT_GLOBAL,
         Cap.PAUSE_QUEUE,
         Cap.PAUSE_WORKFLOW,
+        Cap.RETENTION,
+        Cap.ARCHIVE,
     }
     assert with_client_api <= set(refusing_tests())
     signal_checks = {r.id for r in REFUSALS if r.cap is Cap.SIGNAL}

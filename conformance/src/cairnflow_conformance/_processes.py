@@ -131,6 +131,7 @@ class WorkerProcesses:
         clock: tuple[float, int, int] | None = None,
         leader_lease: float | None = None,
         queues: Sequence[cf.QueueConfig] | None = None,
+        prune: tuple[float, int] | None = None,
     ) -> WorkerProcess:
         """Start a worker and wait until its client runs.
 
@@ -140,7 +141,9 @@ class WorkerProcesses:
         ``schedules`` adds the ticker workflow (fired every second); ``clock``
         (speed, epoch, since) makes its scheduling clock a
         :class:`cairnflow.clock.Scaled` one; ``leader_lease`` turns leader
-        election on; ``queues`` makes it serve those queues only (``Client(queues=)``).
+        election on; ``queues`` makes it serve those queues only (``Client(queues=)``);
+        ``prune`` (seconds, chunk) makes it prune finished runs older than that
+        (``Client(prune_after=, prune_chunk=)``, a pass every 50 ms).
         """
         if os.name != "posix":
             pytest.skip("worker-process tests need POSIX signals (SIGKILL, SIGSTOP)")
@@ -176,6 +179,8 @@ class WorkerProcesses:
             command += ["--clock", ":".join(str(part) for part in clock)]
         if leader_lease is not None:
             command += ["--leader-lease", str(leader_lease)]
+        if prune is not None:
+            command += ["--prune-after", str(prune[0]), "--prune-chunk", str(prune[1])]
         if queues is not None:
             command += ["--queues", json.dumps([dataclasses.asdict(q) for q in queues])]
         env = self._environment()

@@ -57,6 +57,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a JSON list of cairnflow.QueueConfig keyword arguments: serve those queues only",
     )
     parser.add_argument(
+        "--prune-after",
+        type=float,
+        default=None,
+        help="prune finished runs older than this many seconds (Cap.RETENTION)",
+    )
+    parser.add_argument("--prune-chunk", type=int, default=200, help="runs per prune chunk")
+    parser.add_argument(
         "--no-interrupt",
         action="store_true",
         help="never raise inside a running step (a stalled step then returns normally)",
@@ -83,6 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         options["clock"] = cf.clock.Scaled(float(speed), int(epoch), int(since))
     if args.leader_lease is not None:
         options.update(leader_election=True, leader_lease=args.leader_lease)
+    if args.prune_after is not None:
+        options.update(
+            prune_after=args.prune_after, prune_chunk=args.prune_chunk, prune_interval=0.05
+        )
     if args.queues is not None:
         options["queues"] = [
             cf.QueueConfig(

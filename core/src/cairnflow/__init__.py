@@ -20,6 +20,7 @@
 from . import clock
 from ._caps import Cap
 from ._engine import (
+    ArchivedRuns,
     AsyncClient,
     Client,
     Elector,
@@ -86,6 +87,7 @@ __all__ = [
     "NO_RETRY",
     "SPI_VERSION",
     "Abandoned",
+    "ArchivedRuns",
     "AsyncClient",
     "Backoff",
     "CairnError",

@@ -55,6 +55,10 @@ class Cap(StrEnum):
     LOCKS = "locks", "Named locks with a time to live, across every client."
     LEADER_ELECTION = "leader_election", "One elected client fires schedules and does housekeeping."
     ARCHIVE = "archive", "Finished runs are moved to cold tables instead of deleted."
+    RETENTION = (
+        "retention",
+        "Finished runs older than a setting are deleted in chunks, by one node at a time.",
+    )
     DATABASE_CLOCK = (
         "database_clock",
         "The database server's clock is the one 'now' for every node.",

@@ -22,6 +22,7 @@ import pytest
 
 from cairnflow import Status
 from cairnflow.sql import TABLES, Statement
+from cairnflow.sql._queries import RUN_COLUMNS, STEP_COLUMNS
 from cairnflow.store import ClaimRequest, QueueClaim, RunQuery
 from cairnflow_postgres import PostgresStore
 from cairnflow_postgres._dialect import CLAIM_SETTINGS
@@ -204,6 +205,17 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
             admin_conn.execute(
                 f"UPDATE {t.runs} SET fifo_key = 'key_1' WHERE state = 'active' AND seq % 2 = 0"
             )
+            # The archive (schema 13): half the history moved there as a pruner moves it.
+            admin_conn.execute(
+                f"INSERT INTO {t.runs_archive} ({RUN_COLUMNS}, archived_at) "
+                f"SELECT {RUN_COLUMNS}, {NOW} FROM {t.runs} WHERE state <> 'active' "
+                f"AND seq % 2 = 0"
+            )
+            admin_conn.execute(
+                f"INSERT INTO {t.steps_archive} (run_id, position, {STEP_COLUMNS}) "
+                f"SELECT run_id, position, {STEP_COLUMNS} FROM {t.steps} "
+                f"WHERE run_id IN (SELECT id FROM {t.runs_archive})"
+            )
         tables = (
             t.runs,
             t.steps,
@@ -218,6 +230,8 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
             t.errors,
             t.run_labels,
             t.servers,
+            t.runs_archive,
+            t.steps_archive,
         )
         for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
@@ -231,6 +245,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
     """Every statement the engine runs while it works, with realistic values."""
     q = store._queries  # the SQL layer's statements, as the store runs them
     t = store._timing.queries
+    r = store._retention
     hot_run, hot_step = f"run_{FINISHED + 5}", f"step_{FINISHED + 5}_0"
     workflows = ["w0", "w1", "w2", "w3", "w4"]
     claim = q.claim_plan(
@@ -384,8 +399,22 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "keyed_steps": q.keyed_steps([hot_step]),
         "lock_steps": q.lock_steps([hot_step, f"step_{FINISHED + 9}_0"]),
         "hand_back_one": (q.hand_back_one, (NOW, *by_id)),
+        # Retention and the archive (schema 13): a chunk of the oldest finished runs, their
+        # move by id and by run, and the archive read newest finish first.
+        "prunable_runs": (r._prunable, (NOW - FINISHED // 2, 200)),
+        "archive_runs": _listed(r._archive_runs, [hot_run, f"run_{FINISHED - 3}"]),
+        "archive_steps": _listed(r._archive_steps, [hot_run, f"run_{FINISHED - 3}"]),
+        "stamp_archived": _listed(r._stamp, ["run_2", "run_4"], NOW),
+        "archived_first": (r._first, (51,)),
+        "archived_after": (r._after, (NOW - 5000, NOW - 5000, "run_5000", 51)),
+        "archived_steps": _listed(r._steps, ["run_2", "run_4"]),
     }
     return statements
+
+
+def _listed(sql: str, ids: list[str], *before: object) -> Statement:
+    """``sql`` with its ``{ids}`` list filled for ``ids`` (after the ``before`` values)."""
+    return sql.replace("{ids}", ", ".join("?" * len(ids))), (*before, *ids)
 
 
 def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statement) -> Any:
@@ -480,6 +509,18 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("lock_key", "move_key", "set_head"):
         assert f"{prefix}limits_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}runs_fifo" in indexes["fifo_head"], indexes["fifo_head"]
+    # Retention: a chunk is a range of the finished index; the move goes by id and by run;
+    # the archive is read along its own finished index, its steps by their primary key.
+    assert f"{prefix}runs_finished" in indexes["prunable_runs"], indexes["prunable_runs"]
+    assert f"{prefix}steps_run_name" in indexes["archive_steps"], indexes["archive_steps"]
+    assert f"{prefix}runs_archive_pkey" in indexes["stamp_archived"], indexes["stamp_archived"]
+    for name in ("archived_first", "archived_after"):
+        assert f"{prefix}runs_archive_finished" in indexes[name], (name, indexes[name])
+    assert f"{prefix}steps_archive_pkey" in indexes["archived_steps"], indexes["archived_steps"]
+    # No claim reads the cold tables.
+    cold = {f"{prefix}runs_archive_pkey", f"{prefix}runs_archive_finished"}
+    for name in ("claim", "claim, one workflow", "claim, keyed"):
+        assert not indexes[name] & cold, (name, indexes[name])
 
 
 def test_the_hot_indexes_hold_only_the_hot_rows(

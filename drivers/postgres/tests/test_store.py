@@ -40,6 +40,7 @@ MIGRATIONS = [
     "011_servers",
     "012_keys",
     "013_rates",
+    "014_archive",
 ]
 
 

@@ -46,6 +46,7 @@ MIGRATIONS = [
     "012_servers",
     "013_keys",
     "014_rates",
+    "015_archive",
 ]
 
 
@@ -378,6 +379,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     store.migrate()
     q = store._queries
     t = store._timing.queries
+    r = store._retention
     plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
@@ -518,6 +520,22 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "keyed_steps": (q.keyed_steps(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
         "lock_steps": (q.lock_steps(["s1", "s2"]), "sqlite_autoindex_cf_steps_1"),
         "hand_back_one": ((q.hand_back_one, (0, "s1", "t")), "sqlite_autoindex_cf_steps_1"),
+        # Retention and the archive (schema 15): a chunk is a range of the finished index; the
+        # move copies its runs by id and their steps by run; the archive is read newest finish
+        # first along its own index, its steps by their primary key. No claim names them.
+        "prunable_runs": ((r._prunable, (0, 200)), "cf_runs_finished"),
+        "archive_runs": (_listed(r._archive_runs, ["r1", "r2"]), by_run_id),
+        "archive_steps": (_listed(r._archive_steps, ["r1", "r2"]), "sqlite_autoindex_cf_steps_2"),
+        "stamp_archived": (
+            _listed(r._stamp, ["r1", "r2"], 1),
+            "sqlite_autoindex_cf_runs_archive_1",
+        ),
+        "archived_first": ((r._first, (51,)), "cf_runs_archive_finished"),
+        "archived_after": ((r._after, (5, 5, "r1", 51)), "cf_runs_archive_finished"),
+        "archived_steps": (
+            _listed(r._steps, ["r1", "r2"]),
+            "sqlite_autoindex_cf_steps_archive_1",
+        ),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():
@@ -533,6 +551,11 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             ]
             assert not bare, f"{name} scans a table: {details}"
             assert any(index in d for d in details), f"{name} does not use {index}: {details}"
+
+
+def _listed(sql: str, ids: list[str], *before: object) -> tuple[str, tuple[object, ...]]:
+    """``sql`` with its ``{ids}`` list filled for ``ids`` (after the ``before`` values)."""
+    return sql.replace("{ids}", ", ".join("?" * len(ids))), (*before, *ids)
 
 
 FAILED_ACME = RunQuery(statuses=frozenset({cf.Status.FAILED}), label_prefix=("tenant", "acme-1"))

@@ -49,6 +49,7 @@ from .queues import GlobalLimitTests, QueueTests
 from .rates import RateLimitTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
+from .retention import ArchiveTests, RetentionTests
 from .run_queries import LabelPrefixTests, RunFilterTests
 from .schedules import ScheduleTests
 from .servers import ServerTests
@@ -115,6 +116,8 @@ class ConformanceSuite(
     CancelStepTests,
     StatsTests,
     ServerTests,
+    RetentionTests,
+    ArchiveTests,
     RefusalTests,
 ):
     """Every kit test. Subclass it (``class TestMyDriver(ConformanceSuite)``) to run the kit.

@@ -246,6 +246,14 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.DISCARD, "discard", _needs(Cap.DISCARD, _discard_step)),
     Refusal(Cap.RETRY_MAX_ERRORS, "max-errors", _needs(Cap.RETRY_MAX_ERRORS, _max_errors)),
     Refusal(Cap.ERROR_HISTORY, "errors", lambda k: _idle(k).errors("run_kitnosuchrun")),
+    Refusal(Cap.RETENTION, "prune-after", lambda k: k.client(_plain(), prune_after=3600)),
+    Refusal(Cap.RETENTION, "prune", lambda k: _idle(k).prune(older_than=3600)),
+    Refusal(
+        Cap.ARCHIVE,
+        "archive",
+        lambda k: k.client(_plain(), start=False, prune_after=3600, archive=True),
+    ),
+    Refusal(Cap.ARCHIVE, "archived-runs", lambda k: _idle(k).archived_runs()),
     Refusal(
         Cap.ERROR_HISTORY, "client-error-history", lambda k: cf.Client(k.store, error_history=5)
     ),

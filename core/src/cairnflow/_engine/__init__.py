@@ -4,10 +4,12 @@ from ._async_client import AsyncClient
 from ._client import Client
 from ._leader import Elector
 from ._reads import RunList, RunOverview
+from ._retention_api import ArchivedRuns
 from ._schedule_api import ScheduleNotFound
 from ._scheduler import ScheduleInfo, TickEvent
 
 __all__ = [
+    "ArchivedRuns",
     "AsyncClient",
     "Client",
     "Elector",

@@ -44,9 +44,11 @@ from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
 from ._lock_api import LockMethods
+from ._pruner import Pruner
 from ._queue_api import QueueMethods
 from ._rate_api import RateMethods
 from ._reads import RunLike, RunList, RunReader, run_id_of
+from ._retention_api import RetentionMethods
 from ._runner import StepRunner
 from ._schedule_api import ScheduleMethods
 from ._scheduler import Scheduler, TickEvent
@@ -70,6 +72,7 @@ class Client(
     TimingMethods,
     AdminMethods,
     StatsMethods,
+    RetentionMethods,
 ):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
@@ -124,6 +127,13 @@ class Client(
     ``recycle`` (a :class:`~cairnflow.Recycle`, ``Cap.DRAIN``) makes the client
     drain and stop by itself after a number of attempts, a time, or at a
     resident memory size, for a supervisor to start a fresh process.
+
+    ``prune_after`` (seconds or a ``timedelta``; ``Cap.RETENTION``): a started
+    client prunes finished runs older than that every ``prune_interval``
+    seconds, ``prune_chunk`` runs per transaction, one client of the database
+    at a time (the prune lock); default None: runs are kept until deleted
+    (docs/retention.md says why). ``archive=True`` (``Cap.ARCHIVE``) moves them
+    to the archive instead (:meth:`archived_runs`).
     """
 
     def __init__(
@@ -158,6 +168,10 @@ class Client(
         enqueue_only: bool = False,
         recycle: Recycle | None = None,
         error_history: int | None = None,
+        prune_after: float | timedelta | None = None,
+        prune_interval: float = 60.0,
+        prune_chunk: int = 200,
+        archive: bool = False,
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -180,6 +194,10 @@ class Client(
             recycle=recycle,
             enqueue_only=enqueue_only,
             error_history=error_history,
+            prune_after=prune_after,
+            prune_interval=prune_interval,
+            prune_chunk=prune_chunk,
+            archive=archive,
         )
         if database_clock is not False:
             if Cap.DATABASE_CLOCK not in store.capabilities:
@@ -229,6 +247,7 @@ class Client(
         self._pool: WorkerPool | None = None
         self._dispatcher: Dispatcher | None = None
         self._keeper: LeaseKeeper | None = None
+        self._pruner: Pruner | None = None
         self._cleanups: list[Callable[[], None]] = []
         self._watch: StopWatch | None = None
         self._idle: tuple[float, float] | None = None
@@ -380,6 +399,10 @@ class Client(
             if self._elector is not None and firing is not None:
                 self._elector.start()
             self._dispatcher.start()
+            retention = state.facets.retention
+            if state.settings.prune_after is not None and retention is not None:
+                self._pruner = Pruner(state, retention, state.locks("Client(prune_after=...)"))
+                self._pruner.start()
             if state.notifier is not None:
                 self._cleanups.append(state.notifier.listen(state.channel, state.wake))
             if isinstance(state.clock, Subscribable):
@@ -505,6 +528,8 @@ class Client(
         if self._watch is not None:
             self._watch.stop(timeout)
         self._dispatcher.join(timeout)
+        if self._pruner is not None:
+            self._pruner.stop(timeout)
         handed: list[HandedBack] = []
         if grace > 0:
             # A drain starts nothing new: attempts claimed ahead that no worker began go

@@ -196,6 +196,10 @@ class RunReader:
         )
         return RunList(overviews, page.cursor, page.total)
 
+    def run_info(self, stored: StoredRun) -> RunInfo:
+        """The run as a :class:`~cairnflow.RunInfo` (outputs and result decoded)."""
+        return self._run_info(stored)
+
     def _run_info(self, stored: StoredRun) -> RunInfo:
         state = self._state
         counts: dict[Any, int] = {}

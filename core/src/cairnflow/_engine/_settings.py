@@ -11,6 +11,7 @@ import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
 from .._caps import Cap
 from .._checks import check_int, check_seconds
@@ -20,7 +21,14 @@ from .._names import check_name
 from .._queues import QueueConfig
 from .._rates import Rate
 
-__all__ = ["DEFAULT_ERROR_HISTORY", "ROLES", "Settings", "check_queues"]
+__all__ = [
+    "DEFAULT_ERROR_HISTORY",
+    "DEFAULT_PRUNE_CHUNK",
+    "DEFAULT_PRUNE_INTERVAL",
+    "ROLES",
+    "Settings",
+    "check_queues",
+]
 
 _NS = 1_000_000_000
 
@@ -29,6 +37,12 @@ DEFAULT_WORKERS = 8
 
 DEFAULT_ERROR_HISTORY = 20
 """The errors a run keeps where the store declares ``Cap.ERROR_HISTORY`` and no one said."""
+
+DEFAULT_PRUNE_INTERVAL = 60.0
+"""Seconds between two pruning passes of a client with ``prune_after`` (``Cap.RETENTION``)."""
+
+DEFAULT_PRUNE_CHUNK = 200
+"""Runs per pruning transaction: one IN list of the SQL layer, a few milliseconds of locks."""
 
 ROLES = ("all", "worker", "scheduler")
 """What a client does: everything, run steps only, or fire schedules only."""
@@ -71,6 +85,19 @@ class Settings:
     """When the client drains and stops by itself (``Cap.DRAIN``); None: never."""
     enqueue_only: bool = False
     """True for a client that only enqueues and reads (``Cap.ENQUEUE_ONLY``): never started."""
+    prune_after: float | None = None
+    """Finished runs older than this many seconds are pruned (``Cap.RETENTION``); None: never."""
+    prune_interval: float = DEFAULT_PRUNE_INTERVAL
+    """Seconds between two pruning passes (each prunes every chunk due, then rests)."""
+    prune_chunk: int = DEFAULT_PRUNE_CHUNK
+    """Runs per pruning transaction."""
+    archive: bool = False
+    """Pruned runs are moved to the archive instead of deleted (``Cap.ARCHIVE``)."""
+
+    @property
+    def prune_after_ns(self) -> int | None:
+        """``prune_after`` in nanoseconds."""
+        return None if self.prune_after is None else int(self.prune_after * _NS)
 
     @property
     def runs_steps(self) -> bool:
@@ -109,6 +136,10 @@ class Settings:
         recycle: object = None,
         enqueue_only: object = False,
         error_history: object = None,
+        prune_after: object = None,
+        prune_interval: object = DEFAULT_PRUNE_INTERVAL,
+        prune_chunk: object = DEFAULT_PRUNE_CHUNK,
+        archive: object = False,
     ) -> Settings:
         """Check every setting (``ValueError``, :class:`~cairnflow.InvalidName`, or
         :class:`~cairnflow.Unsupported` for one the store's ``capabilities`` cannot honour)."""
@@ -143,6 +174,9 @@ class Settings:
             kept = check_int("error_history", error_history, minimum=0, maximum=10_000)
             if kept and Cap.ERROR_HISTORY not in capabilities:
                 raise Unsupported(Cap.ERROR_HISTORY, "Client(error_history=...)")
+        after, interval, chunk, archived = _check_retention(
+            capabilities, prune_after, prune_interval, prune_chunk, archive
+        )
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         return cls(
@@ -166,7 +200,43 @@ class Settings:
             ),
             recycle=checked_recycle,
             enqueue_only=enqueue_only,
+            prune_after=after,
+            prune_interval=interval,
+            prune_chunk=chunk,
+            archive=archived,
         )
+
+
+def _check_retention(
+    capabilities: frozenset[Cap],
+    prune_after: object,
+    prune_interval: object,
+    prune_chunk: object,
+    archive: object,
+) -> tuple[float | None, float, int, bool]:
+    """``prune_after``, ``prune_interval``, ``prune_chunk`` and ``archive`` checked.
+
+    Pruning needs ``Cap.RETENTION`` and the named locks that keep it to one node
+    at a time (``Cap.LOCKS``); archiving needs ``Cap.ARCHIVE`` and a ``prune_after``.
+    """
+    interval = check_seconds("prune_interval", prune_interval)
+    chunk = check_int("prune_chunk", prune_chunk, minimum=1, maximum=1000)
+    if not isinstance(archive, bool):
+        raise TypeError(f"archive must be True or False, got {archive!r}")
+    if archive and Cap.ARCHIVE not in capabilities:  # the most specific refusal first
+        raise Unsupported(Cap.ARCHIVE, "Client(archive=True)")
+    after = None
+    if prune_after is not None:
+        if isinstance(prune_after, timedelta):
+            prune_after = prune_after.total_seconds()
+        after = check_seconds("prune_after", prune_after)
+        if Cap.RETENTION not in capabilities:
+            raise Unsupported(Cap.RETENTION, "Client(prune_after=...)")
+        if Cap.LOCKS not in capabilities:
+            raise Unsupported(Cap.LOCKS, "Client(prune_after=...) (the prune lock)")
+    if archive and after is None:
+        raise ValueError("archive=True moves runs as they are pruned: give prune_after too")
+    return after, interval, chunk, archive
 
 
 def check_queues(capabilities: frozenset[Cap], queues: object) -> tuple[QueueConfig, ...]:

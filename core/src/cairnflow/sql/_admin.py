@@ -22,7 +22,7 @@ deadlock with the inserts of enqueues. The statements are here rather than in
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
 from .._errors import DuplicateRun, RunNotFound, StepNotFound
@@ -278,24 +278,36 @@ class Admin(Part):
         for chunk in chunks(sorted(set(run_ids)), CHUNK):
 
             def work(cur: Cursor, chunk: Sequence[str] = chunk) -> list[str]:
-                rows = self._listed(cur, "_LOCK_RUNS", chunk).fetchall()
-                done = [to_text(run_id) for run_id, state in rows if to_text(state) != ACTIVE]
-                if not done:
-                    return []
-                for select, delete in (
-                    ("_STEPS_OF_RUNS", "_DELETE_STEPS"),
-                    ("_SIGNALS_OF_RUNS", "_DELETE_SIGNALS"),
-                ):
-                    keys = [key for (key,) in self._listed(cur, select, done).fetchall()]
-                    for part in chunks(keys):
-                        self._listed(cur, delete, part)
-                for template in self._run_rows:
-                    self._execute(cur, template.replace("{ids}", marks(len(done))), tuple(done))
-                self._listed(cur, "_DELETE_RUNS", done)
-                return done
+                return self.delete_finished(cur, chunk, before=None)
 
             deleted.extend(self._tx.run(work))
         return deleted
+
+    def delete_finished(
+        self, cur: Cursor, run_ids: Sequence[str], *, before: Callable[[Sequence[str]], None] | None
+    ) -> list[str]:
+        """Lock ``run_ids`` (at most :data:`CHUNK`) and delete the finished ones, every row.
+
+        In the caller's transaction; ``before`` is called with the ids about to
+        go, their rows locked and still there (retention archives them then).
+        """
+        rows = self._listed(cur, "_LOCK_RUNS", run_ids).fetchall()
+        done = [to_text(run_id) for run_id, state in rows if to_text(state) != ACTIVE]
+        if not done:
+            return []
+        if before is not None:
+            before(done)
+        for select, delete in (
+            ("_STEPS_OF_RUNS", "_DELETE_STEPS"),
+            ("_SIGNALS_OF_RUNS", "_DELETE_SIGNALS"),
+        ):
+            keys = [key for (key,) in self._listed(cur, select, done).fetchall()]
+            for part in chunks(keys):
+                self._listed(cur, delete, part)
+        for template in self._run_rows:
+            self._execute(cur, template.replace("{ids}", marks(len(done))), tuple(done))
+        self._listed(cur, "_DELETE_RUNS", done)
+        return done
 
 
 _FINISHED = frozenset(status.value for status in StepStatus if status.finished)

@@ -32,6 +32,7 @@ hands the call to its part:
 * :mod:`._admin`: the ``RunAdmin`` facet (``reopen_run``, ``delete_runs``, ``cancel_runs``,
   ``cancel_step``);
 * :mod:`._history`: the ``ErrorHistory`` facet (``run_errors``; failures recorded by outcomes).
+* :mod:`._retention`: the ``Retention`` facet (``prune_runs``, ``archived_runs``).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -50,6 +51,7 @@ from ..notify import Notifier
 from ..store import (
     FACETS,
     AdvanceResult,
+    ArchivePage,
     AttemptState,
     ClaimedAttempt,
     ClaimRequest,
@@ -60,6 +62,7 @@ from ..store import (
     Outcome,
     Pause,
     PauseKind,
+    PruneChunk,
     ReclaimResult,
     RenewResult,
     Reopened,
@@ -91,6 +94,7 @@ from ._parts import Context
 from ._pauses import Pauses
 from ._queries import Queries
 from ._reads import Reads
+from ._retention import Retention
 from ._schedules import Schedules
 from ._schema import Schema
 from ._servers import ServerRows
@@ -155,6 +159,8 @@ SQL_CAPABILITIES = frozenset(
         Cap.RETRY_MAX_ERRORS,
         Cap.DISCARD,
         Cap.ERROR_HISTORY,
+        Cap.RETENTION,
+        Cap.ARCHIVE,
     }
 )
 """What every SQL store built on this layer implements; drivers add their own."""
@@ -234,6 +240,7 @@ class SQLStore:
         self._admin = Admin(context)
         self._stats = Stats(context)
         self._servers = ServerRows(context)
+        self._retention = Retention(context, admin=self._admin)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> StoreInfo:
@@ -528,6 +535,15 @@ class SQLStore:
     def cancel_step(self, run_id: str, step: str, now: int) -> bool:
         """Cancel one unfinished step and its unfinished descendants (run row locked)."""
         return self._admin.cancel_step(run_id, step, now)
+
+    # -- retention (Cap.RETENTION, Cap.ARCHIVE) ------------------------------------------------
+    def prune_runs(self, chunk: PruneChunk) -> list[str] | None:
+        """Delete (or archive) one chunk of old finished runs, fenced by the prune lock."""
+        return self._retention.prune_runs(chunk)
+
+    def archived_runs(self, *, limit: int, cursor: str | None = None) -> ArchivePage:
+        """A page of archived runs with their steps, newest finish first."""
+        return self._retention.archived_runs(limit=limit, cursor=cursor)
 
     # -- statistics (Cap.STATS) ------------------------------------------------------------
     def run_statistics(self, *, since: int, now: int, width: int) -> RunStatistics:

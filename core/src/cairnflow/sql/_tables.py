@@ -30,6 +30,8 @@ TABLES = (
     "errors",
     "run_labels",
     "servers",
+    "runs_archive",
+    "steps_archive",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -56,6 +58,10 @@ class Tables:
     """One row per label of a run (``Cap.LABEL_PREFIX``: the label index)."""
     servers: str
     """One heartbeat row per client node (``Cap.SERVERS``)."""
+    runs_archive: str
+    """Archived runs (``Cap.ARCHIVE``): cold rows no claim ever reads."""
+    steps_archive: str
+    """The steps of archived runs, outputs included (``Cap.ARCHIVE``)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -87,6 +93,8 @@ class Tables:
             errors=name("errors"),
             run_labels=name("run_labels"),
             servers=name("servers"),
+            runs_archive=name("runs_archive"),
+            steps_archive=name("steps_archive"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -96,7 +104,8 @@ class Tables:
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
         ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
-        ``{run_labels}``, ``{servers}``, ``{migrations}``: qualified, quoted table names;
+        ``{run_labels}``, ``{servers}``, ``{runs_archive}``, ``{steps_archive}``,
+        ``{migrations}``: qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -114,6 +123,8 @@ class Tables:
             "errors": self.errors,
             "run_labels": self.run_labels,
             "servers": self.servers,
+            "runs_archive": self.runs_archive,
+            "steps_archive": self.steps_archive,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

@@ -14,6 +14,7 @@ from ._facets import (
     Locking,
     QueueControl,
     RateLimiting,
+    Retention,
     RunAdmin,
     RunStats,
     RunTiming,
@@ -72,6 +73,7 @@ from ._records import (
     label_prefix_bounds,
     run_cursor,
 )
+from ._retention import PRUNE_LOCK, ArchivePage, PruneChunk, archive_cursor, archive_position
 from ._servers import MISSED_BEATS, ServerList, ServerRecord
 from ._stats import QueueStats, RunStatistics, StatusCount, ThroughputBucket
 
@@ -82,8 +84,10 @@ __all__ = [
     "KERNEL",
     "MAX_PAGE",
     "MISSED_BEATS",
+    "PRUNE_LOCK",
     "RETRYABLE",
     "AdvanceResult",
+    "ArchivePage",
     "AsyncTransactionalEnqueue",
     "AttemptState",
     "BatchOutcomes",
@@ -107,6 +111,7 @@ __all__ = [
     "Outcome",
     "Pause",
     "PauseKind",
+    "PruneChunk",
     "QueueClaim",
     "QueueControl",
     "QueueStats",
@@ -114,6 +119,7 @@ __all__ = [
     "ReclaimResult",
     "RenewResult",
     "Reopened",
+    "Retention",
     "RunAdmin",
     "RunPage",
     "RunQuery",
@@ -143,6 +149,8 @@ __all__ = [
     "TickRecord",
     "TransactionalEnqueue",
     "WaitFor",
+    "archive_cursor",
+    "archive_position",
     "check_store",
     "cursor_position",
     "derive_status",

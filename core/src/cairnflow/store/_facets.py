@@ -40,6 +40,7 @@ from ._records import (
     ScheduleRecord,
     TickRecord,
 )
+from ._retention import ArchivePage, PruneChunk
 from ._servers import ServerRecord
 from ._stats import RunStatistics
 
@@ -57,6 +58,7 @@ __all__ = [
     "Locking",
     "QueueControl",
     "RateLimiting",
+    "Retention",
     "RunAdmin",
     "RunStats",
     "RunTiming",
@@ -506,6 +508,43 @@ class Servers(Protocol):
         ...
 
 
+@runtime_checkable
+class Retention(Protocol):
+    """``Cap.RETENTION``, ``Cap.ARCHIVE``: old finished runs leave the hot tables.
+
+    Requirement: ``prune_runs`` is one transaction that first checks the prune
+    lock (:class:`~cairnflow.store.PruneChunk`: ``token`` holds ``lock``
+    unexpired at ``lock_now``; otherwise it writes nothing and returns None),
+    then takes at most ``limit`` runs whose ``finished_at`` is before
+    ``before`` (a store may take fewer to keep the transaction short: the SQL
+    layer takes at most 200, one IN list; the pruner goes on until a chunk
+    takes none), oldest finish first, read by an index on ``finished_at`` (never
+    a scan of the runs), and deletes each with every row of its, exactly as
+    ``RunAdmin.delete_runs`` does. With ``archive`` each run and its steps
+    (outputs, errors, times) are first copied to cold tables in that same
+    transaction, so a run is in exactly one place at every moment. An
+    unfinished run is never taken. No claim, outcome or reclaim ever reads the
+    cold tables. A store declaring ``RETENTION`` declares ``LOCKS`` (the prune
+    lock is a named lock).
+
+    ``archived_runs`` reads archived runs with their steps, newest finish
+    first (ties by run id, descending), ``limit`` per page, after ``cursor``
+    (an :class:`~cairnflow.store.ArchivePage` cursor): pages never repeat or
+    skip a run, whatever is archived between them.
+    """
+
+    def prune_runs(self, chunk: PruneChunk) -> list[str] | None:
+        """Delete (or archive) one chunk of old finished runs; their ids, oldest finish first.
+
+        None, writing nothing, when ``chunk.token`` does not hold ``chunk.lock``.
+        """
+        ...
+
+    def archived_runs(self, *, limit: int, cursor: str | None = None) -> ArchivePage:
+        """A page of archived runs with their steps, newest finish first."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Facet:
     """One facet: its protocol, the methods it requires, and the capabilities it carries."""
@@ -667,6 +706,12 @@ FACETS: tuple[Facet, ...] = (
         ("record_server", "stop_server", "list_servers", "prune_servers"),
         frozenset({Cap.SERVERS}),
     ),
+    Facet(
+        "retention",
+        Retention,
+        ("prune_runs", "archived_runs"),
+        frozenset({Cap.RETENTION, Cap.ARCHIVE}),
+    ),
 )
 """Every facet of this SPI version, the kernel first."""
 
@@ -773,6 +818,8 @@ class StoreFacets:
     rates: RateLimiting | None = None
     async_transactional: AsyncTransactionalEnqueue | None = None
     """The transactional enqueue on async connections, where the store has it."""
+    retention: Retention | None = None
+    """The ``Retention`` facet, when the store declares ``RETENTION`` or ``ARCHIVE``."""
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -816,6 +863,11 @@ class StoreFacets:
                 store
                 if Cap.TRANSACTIONAL_ENQUEUE in caps
                 and isinstance(store, AsyncTransactionalEnqueue)
+                else None
+            ),
+            retention=(
+                store
+                if caps & {Cap.RETENTION, Cap.ARCHIVE} and isinstance(store, Retention)
                 else None
             ),
         )

@@ -10,7 +10,8 @@ callable (``Cap.CLOSURE``).
 The module is over 600 lines because it is the whole kernel in one place, read
 side by side with the SPI it specifies; its facets live in modules of their own
 (:mod:`._memory_schedules`, :mod:`._memory_pauses`, :mod:`._memory_state`,
-:mod:`._memory_timing`, :mod:`._memory_admin`, :mod:`._memory_errors`).
+:mod:`._memory_timing`, :mod:`._memory_admin`, :mod:`._memory_errors`,
+:mod:`._memory_retention`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ._facets import (
     Locking,
     QueueControl,
     RateLimiting,
+    Retention,
     RunAdmin,
     RunStats,
     RunTiming,
@@ -47,6 +49,7 @@ from ._landed import landed
 from ._memory_admin import MemoryAdmin
 from ._memory_errors import MemoryErrors
 from ._memory_pauses import MemoryPauses
+from ._memory_retention import MemoryRetention
 from ._memory_schedules import MemorySchedules
 from ._memory_servers import MemoryServers
 from ._memory_state import MemoryState
@@ -146,6 +149,7 @@ class MemoryStore(
     MemoryStats,
     MemoryTiming,
     MemoryAdmin,
+    MemoryRetention,
 ):
     """An in-process, thread-safe store: every capability but the durable ones."""
 
@@ -163,6 +167,7 @@ class MemoryStore(
             ErrorHistory,
             RunStats,
             Servers,
+            Retention,
         )
         | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
     )

@@ -217,7 +217,8 @@ class MySQLDialect(Dialect):
         return [row for row in rows if row[0] in locked]
 
     def migration_statement(self, cursor: Cursor, statement: str) -> None:
-        """Run a migration's statement; an ``ALTER TABLE ... ADD COLUMN`` found applied is done.
+        """Run a migration's statement; an ``ALTER TABLE ... ADD COLUMN`` (or ``ADD INDEX``)
+        found applied is done.
 
         DDL commits on its own, so a migrator can die after a statement and before
         its ledger row, and MySQL 8 has no ``ADD COLUMN IF NOT EXISTS``. One
@@ -230,7 +231,8 @@ class MySQLDialect(Dialect):
         except pymysql.err.MySQLError as error:
             code = error.args[0] if error.args else None
             ddl = re.sub(r"--[^\n]*", "", statement).strip().upper()  # the file's comments
-            if code in _APPLIED_ALREADY and ddl.startswith("ALTER TABLE") and "ADD COLUMN" in ddl:
+            added = "ADD COLUMN" in ddl or "ADD INDEX" in ddl
+            if code in _APPLIED_ALREADY and ddl.startswith("ALTER TABLE") and added:
                 log.info("a migration statement was applied already: %s", error)
                 return
             raise

@@ -1,0 +1,189 @@
+"""Tables that stay small (#16): W2 beside a history of finished runs, and W2 while pruning it.
+
+``w2_history`` drains W2's runs on a namespace that already holds ``history`` finished runs
+(each with its one step, finished ten days ago, written in two statements), and on an empty
+one, in the same run: the claim's indexes hold no finished row, so the ratio should stay near
+1. ``w2_pruning`` drains W2 on such a history once without pruning and once while a second
+client prunes it (``prune_after`` one day, chunks of 200, the prune lock), and compares the
+throughput and the p95 of the claim calls the draining client made (timed around the store).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from typing import Any
+
+import _apps
+from _engines import Engine
+from _workloads import Failed, enqueue_all, namespace, q, raw_one
+
+import cairnflow as cf
+
+_DAY_NS = 86_400 * 10**9
+
+
+class TimedClaims:
+    """Wraps a store and times every ``claim`` (milliseconds), passing everything else on."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.claims_ms: list[float] = []
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def claim(self, request: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._inner.claim(request)
+        finally:
+            elapsed = (time.perf_counter() - started) * 1000
+            with self._lock:
+                self.claims_ms.append(elapsed)
+
+
+def fill_history(engine: Engine, prefix: str, runs: int) -> None:
+    """``runs`` succeeded runs of ``noop``, each with its step, finished ten days ago."""
+    old = time.time_ns() - 10 * _DAY_NS
+    runs_table, steps_table = q(engine, prefix + "runs"), q(engine, prefix + "steps")
+    if engine.name == "postgres":
+        series, run_id = f"generate_series(1, {runs}) AS g (n)", "'hist_' || g.n"
+        step_id, payload = "'hstep_' || g.n", "'\\x6e756c6c'::bytea"
+    elif engine.name == "mariadb":
+        series, run_id = f"(SELECT seq AS n FROM seq_1_to_{runs}) g", "CONCAT('hist_', g.n)"
+        step_id, payload = "CONCAT('hstep_', g.n)", "x'6e756c6c'"
+    else:
+        series, run_id = "g", "'hist_' || g.n"
+        step_id, payload = "'hstep_' || g.n", "x'6e756c6c'"
+    with_series = (
+        f"WITH RECURSIVE g (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {runs}) "
+        if engine.name == "sqlite"
+        else ""
+    )
+    conn = engine.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            f"INSERT INTO {runs_table} (id, workflow, queue, priority, state, payload, labels, "
+            f"steps_left, created_at, run_at, finished_at) {with_series}"
+            f"SELECT {run_id}, 'noop', 'default', 0, 'succeeded', {payload}, '{{}}', 0, "
+            f"{old} + g.n, {old} + g.n, {old} + g.n + 1000 FROM {series}"
+        )
+        cur.execute(
+            f"INSERT INTO {steps_table} (id, run_id, workflow, queue, priority, name, kind, "
+            f"position, parents, children, parents_left, status, attempt, failures, reclaims, "
+            f"output, started_at, finished_at) {with_series}"
+            f"SELECT {step_id}, {run_id}, 'noop', 'default', 0, 'only', 'task', 0, '[]', '[]', "
+            f"0, 'succeeded', 1, 0, 0, {payload}, {old} + g.n, {old} + g.n + 1000 FROM {series}"
+        )
+        conn.commit()
+        if engine.name == "postgres":  # what autovacuum would have done by now
+            conn.autocommit = True
+            cur.execute(f"ANALYZE {runs_table}")
+            cur.execute(f"ANALYZE {steps_table}")
+        elif engine.name == "mariadb":
+            cur.execute(f"ANALYZE TABLE {runs_table}, {steps_table}")
+            cur.fetchall()
+    finally:
+        conn.close()
+
+
+def _drain(
+    engine: Engine, prefix: str, store: Any, runs: int, *, prune: bool, workers: int = 8
+) -> dict[str, Any]:
+    """Enqueue ``runs`` of ``noop``, drain them with one client (and a pruner); the figures."""
+    workflow = _apps.noop()
+    enqueue_all(store, workflow, runs)
+    runs_table, steps_table = q(engine, prefix + "runs"), q(engine, prefix + "steps")
+    started_ns = time.time_ns()
+    timed = TimedClaims(store)
+    pruner = None
+    if prune:
+        pruner = cf.Client(
+            engine.make_store(prefix), prune_after=86_400, prune_interval=0.1, lease=30
+        )
+        pruner.start()
+    try:
+        with cf.Client(timed, workers=workers, poll_interval=0.5, lease=30) as client:
+            client.register(workflow)
+            deadline = time.monotonic() + 600
+            while True:
+                (left,) = raw_one(
+                    engine, f"SELECT COUNT(*) FROM {runs_table} WHERE state = 'active'"
+                )
+                if int(left) == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise Failed(f"{engine.name}: W2 runs did not finish within 600s")
+                time.sleep(0.2)
+    finally:
+        if pruner is not None:
+            pruner.stop()
+            pruner.store.close()
+    done, first, last = raw_one(
+        engine,
+        f"SELECT COUNT(*), MIN(started_at), MAX(finished_at) FROM {steps_table} "
+        f"WHERE status = 'succeeded' AND started_at >= {started_ns}",
+    )
+    if int(done) != runs:
+        raise Failed(f"{engine.name}: {done} of {runs} W2 runs succeeded")
+    claims = sorted(timed.claims_ms)
+    return {
+        "runs_per_s": int(done) / ((int(last) - int(first)) / 1e9),
+        "claim_p95_ms": claims[int(len(claims) * 0.95)] if claims else 0.0,
+        "claim_p50_ms": statistics.median(claims) if claims else 0.0,
+        "claims": len(claims),
+    }
+
+
+def _history_left(engine: Engine, prefix: str) -> int:
+    (left,) = raw_one(
+        engine, f"SELECT COUNT(*) FROM {q(engine, prefix + 'runs')} WHERE id LIKE 'hist%'"
+    )
+    return int(left)
+
+
+def w2_history(engine: Engine, *, runs: int, history: int) -> dict[str, Any]:
+    """W2 on empty tables, then W2 beside ``history`` finished runs (same run)."""
+    with namespace(engine) as (prefix, store):
+        empty = _drain(engine, prefix, store, runs, prune=False)
+    with namespace(engine) as (prefix, store):
+        started = time.perf_counter()
+        fill_history(engine, prefix, history)
+        fill_s = time.perf_counter() - started
+        full = _drain(engine, prefix, store, runs, prune=False)
+    return {
+        "runs": runs,
+        "history": history,
+        "fill_s": fill_s,
+        "runs_per_s_empty": empty["runs_per_s"],
+        "runs_per_s_history": full["runs_per_s"],
+        "ratio_to_empty": full["runs_per_s"] / empty["runs_per_s"],
+        "claim_p95_ms_empty": empty["claim_p95_ms"],
+        "claim_p95_ms_history": full["claim_p95_ms"],
+    }
+
+
+def w2_pruning(engine: Engine, *, runs: int, history: int) -> dict[str, Any]:
+    """W2 beside ``history`` finished runs, without and then with a client pruning them."""
+    with namespace(engine) as (prefix, store):
+        fill_history(engine, prefix, history)
+        still = _drain(engine, prefix, store, runs, prune=False)
+    with namespace(engine) as (prefix, store):
+        fill_history(engine, prefix, history)
+        pruning = _drain(engine, prefix, store, runs, prune=True)
+        pruned = history - _history_left(engine, prefix)
+    return {
+        "runs": runs,
+        "history": history,
+        "pruned_during_w2": pruned,
+        "runs_per_s_still": still["runs_per_s"],
+        "runs_per_s_pruning": pruning["runs_per_s"],
+        "ratio_to_still": pruning["runs_per_s"] / still["runs_per_s"],
+        "claim_p95_ms_still": still["claim_p95_ms"],
+        "claim_p95_ms_pruning": pruning["claim_p95_ms"],
+        "p95_ratio": pruning["claim_p95_ms"] / max(still["claim_p95_ms"], 1e-6),
+    }
