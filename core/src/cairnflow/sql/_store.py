@@ -30,6 +30,8 @@ hands the call to its part:
 * :mod:`._admin`: the ``RunAdmin`` facet (``reopen_run``, ``delete_runs``, ``cancel_runs``,
   ``cancel_step``);
 * :mod:`._history`: the ``ErrorHistory`` facet (``run_errors``; failures recorded by outcomes).
+* :mod:`._step_history`: the ``StepHistory`` facet (``step_history``; rows written by the
+  drivers' triggers, so declared by a driver, not here).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -41,7 +43,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
-from .._models import RunError
+from .._models import RunError, StepEvent
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
@@ -91,6 +93,7 @@ from ._schedules import Schedules
 from ._schema import Schema
 from ._servers import ServerRows
 from ._stats import Stats
+from ._step_history import StepLog
 from ._tables import Tables
 from ._timing import Timing
 from ._transactions import StoreStats, Transactions
@@ -215,6 +218,7 @@ class SQLStore:
         self._claims = Claims(context)
         self._leases = Leases(context)
         self._errors = ErrorLog(context)
+        self._step_log = StepLog(context)
         self._outcomes = Outcomes(
             context, claims=self._claims, leases=self._leases, errors=self._errors
         )
@@ -554,3 +558,11 @@ class SQLStore:
     def run_errors(self, run_id: str) -> list[RunError]:
         """The recorded errors of ``run_id``, newest first (``Cap.ERROR_HISTORY``)."""
         return self._errors.run_errors(run_id)
+
+    def step_history(self, run_id: str) -> list[StepEvent]:
+        """The transitions of ``run_id``'s steps, oldest first (``Cap.STEP_HISTORY``).
+
+        Written by the driver's trigger (see :mod:`._step_history`): a driver whose
+        migrations have none does not declare the capability.
+        """
+        return self._step_log.step_history(run_id)

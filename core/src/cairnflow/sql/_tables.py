@@ -30,6 +30,7 @@ TABLES = (
     "errors",
     "run_labels",
     "servers",
+    "step_history",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -56,6 +57,8 @@ class Tables:
     """One row per label of a run (``Cap.LABEL_PREFIX``: the label index)."""
     servers: str
     """One heartbeat row per client node (``Cap.SERVERS``)."""
+    step_history: str
+    """One row per transition of a step, written by the database (``Cap.STEP_HISTORY``)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -87,6 +90,7 @@ class Tables:
             errors=name("errors"),
             run_labels=name("run_labels"),
             servers=name("servers"),
+            step_history=name("step_history"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -96,7 +100,8 @@ class Tables:
 
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
         ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
-        ``{run_labels}``, ``{servers}``, ``{migrations}``: qualified, quoted table names;
+        ``{run_labels}``, ``{servers}``, ``{step_history}``, ``{migrations}``: qualified,
+        quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -114,6 +119,7 @@ class Tables:
             "errors": self.errors,
             "run_labels": self.run_labels,
             "servers": self.servers,
+            "step_history": self.step_history,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

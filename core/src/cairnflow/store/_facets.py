@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
 from .._errors import CairnError
-from .._models import RunError
+from .._models import RunError, StepEvent
 from ._protocol import Store
 from ._records import (
     ClaimedAttempt,
@@ -60,6 +60,7 @@ __all__ = [
     "Schedules",
     "ServerClock",
     "Servers",
+    "StepHistory",
     "StoreContractError",
     "StoreFacets",
     "TransactionalEnqueue",
@@ -427,6 +428,25 @@ class RunAdmin(Protocol):
 
 
 @runtime_checkable
+class StepHistory(Protocol):
+    """``Cap.STEP_HISTORY``: a run keeps the transitions of its steps, bounded.
+
+    Requirement: every transition of a step's status (a claim, each outcome,
+    a reclaim, a hand back, a cancel, an operator's reopening; not a step made
+    ready by its parents or its due time) is recorded as the run's next
+    :class:`~cairnflow.StepEvent` in the transaction that makes it, so a fenced
+    write that changes nothing records nothing; every transition but a claim
+    drops the run's events older than its newest
+    :data:`~cairnflow._models.STEP_HISTORY_KEEP`; ``step_history`` reads them
+    back, oldest first. Deleting a run (``Cap.DELETE_RUN``) deletes them.
+    """
+
+    def step_history(self, run_id: str) -> list[StepEvent]:
+        """The recorded transitions of run ``run_id``, oldest first (empty for an unknown run)."""
+        ...
+
+
+@runtime_checkable
 class ErrorHistory(Protocol):
     """``Cap.ERROR_HISTORY``: a run keeps the errors of its last failed attempts.
 
@@ -624,6 +644,7 @@ FACETS: tuple[Facet, ...] = (
         frozenset({Cap.RETRY_RUN, Cap.JOB_RETRY, Cap.DELETE_RUN, Cap.CANCEL_ALL, Cap.CANCEL_STEP}),
     ),
     Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
+    Facet("step history", StepHistory, ("step_history",), frozenset({Cap.STEP_HISTORY})),
     Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
     Facet(
         "servers",
@@ -732,6 +753,7 @@ class StoreFacets:
     admin: RunAdmin | None = None
     """The ``RunAdmin`` facet, when the store declares any capability it carries."""
     errors: ErrorHistory | None = None
+    history: StepHistory | None = None
     stats: RunStats | None = None
     servers: Servers | None = None
 
@@ -769,6 +791,9 @@ class StoreFacets:
             admin=store if caps & _ADMIN and isinstance(store, RunAdmin) else None,
             errors=(
                 store if Cap.ERROR_HISTORY in caps and isinstance(store, ErrorHistory) else None
+            ),
+            history=(
+                store if Cap.STEP_HISTORY in caps and isinstance(store, StepHistory) else None
             ),
             stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
             servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,

@@ -40,11 +40,13 @@ from ._facets import (
     RunTiming,
     Schedules,
     Servers,
+    StepHistory,
     facet_capabilities,
 )
 from ._landed import landed
 from ._memory_admin import MemoryAdmin
 from ._memory_errors import MemoryErrors
+from ._memory_history import MemoryStepHistory
 from ._memory_pauses import MemoryPauses
 from ._memory_schedules import MemorySchedules
 from ._memory_servers import MemoryServers
@@ -138,6 +140,7 @@ class _Run:
 
 class MemoryStore(
     MemoryErrors,
+    MemoryStepHistory,
     MemoryState,
     MemorySchedules,
     MemoryServers,
@@ -159,6 +162,7 @@ class MemoryStore(
             RunTiming,
             RunAdmin,
             ErrorHistory,
+            StepHistory,
             RunStats,
             Servers,
         )
@@ -355,6 +359,7 @@ class MemoryStore(
             step.lease_until = request.lease_until
             step.node = request.node_id
             step.started_at = request.now
+            self._transition(step, "claimed", request.now)
             self._running[step.id] = step
             self._tokens[token] = step
             run = step.run
@@ -442,6 +447,7 @@ class MemoryStore(
                 if step is not None:
                     self._release(step)
                     self._make_ready(step, now)
+                    self._transition(step, "snoozed", now)
                     count += 1
         return count
 
@@ -484,6 +490,7 @@ class MemoryStore(
                 self._release(step)
                 step.reclaims += 1
                 self._make_ready(step, now)
+                self._transition(step, "reclaimed", now)
                 requeued += 1
         return ReclaimResult(requeued, tuple(abandoned))
 
@@ -513,17 +520,20 @@ class MemoryStore(
                 if retry_at is not None:
                     step.reclaims = 0
                     self._make_ready(step, retry_at, now)
+                    self._transition(step, "retried", now)
                     return FinishResult(AttemptState.HELD, ready=1)
                 final = outcome.final_status
                 self._fail(step, outcome.error, now, final)
                 return FinishResult(AttemptState.HELD, run_status=final)
             if isinstance(outcome, Snoozed):
                 self._make_ready(step, outcome.until, now)
+                self._transition(step, "snoozed", now)
                 return FinishResult(AttemptState.HELD, ready=1)
             if isinstance(outcome, SleepUntil):
                 step.output = outcome.output
                 step.status = StepStatus.SLEEPING
                 step.due_at = outcome.until
+                self._transition(step, "sleeping", now)
                 self._timed[step.id] = step
                 return FinishResult(AttemptState.HELD)
             if isinstance(outcome, WaitFor):
@@ -534,6 +544,7 @@ class MemoryStore(
                     return self._succeed(step, now)
                 step.status = StepStatus.WAITING
                 step.due_at = outcome.deadline
+                self._transition(step, "waiting", now)
                 if outcome.deadline is not None:
                     self._timed[step.id] = step
                 return FinishResult(AttemptState.HELD)
@@ -614,6 +625,10 @@ class MemoryStore(
             return True
 
     # -- transitions shared by the operations above -------------------------------------
+    def _transition(self, step: _Step, event: str, now: int) -> None:
+        """Record a transition of ``step`` in its run's step history (``Cap.STEP_HISTORY``)."""
+        self._record_step(step.run.id, step.name, step.attempt, step.node, event, now)
+
     def _release(self, step: _Step) -> None:
         """Take ``step`` out of the running set (its token stops holding it)."""
         self._running.pop(step.id, None)
@@ -636,6 +651,7 @@ class MemoryStore(
         step.status = StepStatus.SUCCEEDED
         step.finished_at = now
         step.due_at = None
+        self._transition(step, "succeeded", now)
         run = step.run
         ready = 0
         for name in step.children:
@@ -657,6 +673,7 @@ class MemoryStore(
         step.status = StepStatus.FAILED
         step.finished_at = now
         step.due_at = None
+        self._transition(step, "failed", now)
         self._end_run(step.run, final.value, now, error=error)
 
     def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
@@ -676,6 +693,7 @@ class MemoryStore(
             self._timed.pop(step.id, None)
             step.status = StepStatus.CANCELLED
             step.finished_at = now
+            self._transition(step, "cancelled", now)
 
     # -- reading --------------------------------------------------------------------------
     def get_run(self, run_id: str) -> StoredRun | None:

@@ -33,7 +33,11 @@ __all__ = ["MYSQL_CAPABILITIES", "SQL_MODE", "MySQLStore"]
 
 log = logging.getLogger("cairnflow.mysql")
 
-MYSQL_CAPABILITIES = SQL_CAPABILITIES | {Cap.TRANSACTIONAL_ENQUEUE, Cap.DATABASE_CLOCK}
+MYSQL_CAPABILITIES = SQL_CAPABILITIES | {
+    Cap.TRANSACTIONAL_ENQUEUE,
+    Cap.DATABASE_CLOCK,
+    Cap.STEP_HISTORY,  # recorded by its trigger (migration 021)
+}
 """The SQL layer's capabilities, plus enqueueing on the application's own connection and
 the server's clock (read in UTC, whatever the session's time zone)."""
 

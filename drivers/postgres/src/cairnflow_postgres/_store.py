@@ -40,9 +40,10 @@ POSTGRES_CAPABILITIES = SQL_CAPABILITIES | {
     Cap.NOTIFY,
     Cap.TRANSACTIONAL_ENQUEUE,
     Cap.DATABASE_CLOCK,
+    Cap.STEP_HISTORY,
 }
 """Every capability of the SQL layer, plus LISTEN/NOTIFY wake-ups, enqueueing inside the
-application's transaction, and the server's clock."""
+application's transaction, the server's clock, and the step history its trigger records."""
 
 SCHEMES = ("postgresql", "postgres")
 
