@@ -33,6 +33,7 @@ from .enqueue import (
 )
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .fleet import FleetTests
+from .history import StepHistoryTests
 from .keys import ConcurrencyKeyTests, FifoKeyTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
@@ -76,6 +77,7 @@ class ConformanceSuite(
     RecoveredStepTests,
     BudgetProcessTests,
     ErrorHistoryTests,
+    StepHistoryTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,

@@ -240,6 +240,9 @@ REFUSALS: tuple[Refusal, ...] = (
         Cap.ERROR_HISTORY, "client-error-history", lambda k: cf.Client(k.store, error_history=5)
     ),
     Refusal(Cap.ERROR_HISTORY, "workflow-error-history", _needs(Cap.ERROR_HISTORY, _history)),
+    Refusal(
+        Cap.STEP_HISTORY, "step-history", lambda k: _idle(k).step_history("run_kitnosuchrun")
+    ),
 )
 """Every client API whose capability a store may leave out."""
 
