@@ -45,6 +45,7 @@ MIGRATIONS = [
     "011_run_labels",
     "012_servers",
     "013_keys",
+    "014_step_history",
 ]
 
 
@@ -185,7 +186,8 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys are",
+        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys, "
+        r"014_step_history are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -209,7 +211,8 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys are",
+        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys, "
+        r"014_step_history are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
