@@ -7,7 +7,7 @@ choice: the claim is the hot path, and recording its transitions from Python
 would add a statement to every claim (the pipelined claim reads its rows only
 after COMMIT, so the ids are not known in time; an ``INSERT ... SELECT`` keyed
 on the lease would be one more statement per claim and per outcome batch). A
-trigger adds none (``bench/statements``), records every writer's transitions
+trigger adds none (measured: docs/history.md), records every writer's transitions
 alike (outcomes, reclaims, hand backs, cancels, an operator's reopening),
 and is fenced by construction: a fenced write that changes no row fires
 nothing. The same trigger bounds the history (see the migrations).

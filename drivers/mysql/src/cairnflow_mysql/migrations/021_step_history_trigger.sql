@@ -1,7 +1,8 @@
 -- cairnflow on MySQL / MariaDB: the trigger that records the step history (Cap.STEP_HISTORY)
 -- (one statement, see 001). Every transition of a step's status but a parent's or a due time's
 -- making it ready is recorded by the UPDATE that makes it, in its transaction: a fenced write
--- that changes no row records nothing, and no transition adds a statement (bench/statements).
+-- that changes no row records nothing, and no transition adds a statement (statements per step measured equal,
+-- docs/history.md).
 -- Every transition but a claim drops the run's rows older than its newest 100 (the claim, the
 -- hot path, only appends), so a run keeps at most 100 plus its attempts running now. The kept
 -- boundary is read through a derived table (MySQL refuses a DELETE whose subquery reads its

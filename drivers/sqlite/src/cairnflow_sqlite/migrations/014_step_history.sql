@@ -3,7 +3,7 @@
 -- waiting, cancelled, reopened), written by a trigger on the steps' status, so by the very
 -- UPDATE that makes the transition, in its transaction: a fenced write that changes no row
 -- records nothing, and no transition adds a statement (the claim's hot path sends what it sent
--- before; bench/statements). A step made ready by its parents or by its due time is not a
+-- before: statements per step measured equal, docs/history.md). A step made ready by its parents or by its due time is not a
 -- transition of its own (the retry or the enqueue before it is recorded).
 --
 -- Bounded: every transition but a claim drops the run's rows older than its newest 100 (the
