@@ -48,6 +48,7 @@ MIGRATIONS = [
     "019_key_counts",
     "020_step_history",
     "021_step_history_trigger",
+    "022_runs_overdue",
 ]
 
 
@@ -299,7 +300,8 @@ def test_a_namespace_before_leaders_is_refused_until_migrated(server: Server, pr
                 r"migration\(s\) 006_leaders, 007_claim_by_queue, 008_pauses, 009_limits, "
                 r"010_journal, 011_locks, 012_forced, 013_errors, 014_run_labels, "
                 r"015_run_labels_backfill, 016_servers, 017_step_keys, 018_run_fifo, "
-                r"019_key_counts, 020_step_history, 021_step_history_trigger are"
+                r"019_key_counts, 020_step_history, 021_step_history_trigger, "
+                r"022_runs_overdue are"
             ),
         ):
             new.check_schema()

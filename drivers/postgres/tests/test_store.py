@@ -41,6 +41,7 @@ MIGRATIONS = [
     "012_keys",
     "013_step_history",
     "014_step_history_trigger",
+    "015_runs_overdue",
 ]
 
 
@@ -171,7 +172,7 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
         cf.SchemaNotReady,
         match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
         r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys, "
-        r"013_step_history, 014_step_history_trigger are",
+        r"013_step_history, 014_step_history_trigger, 015_runs_overdue are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -188,7 +189,7 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
         cf.SchemaNotReady,
         match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
         r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys, "
-        r"013_step_history, 014_step_history_trigger are",
+        r"013_step_history, 014_step_history_trigger, 015_runs_overdue are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]

@@ -46,6 +46,7 @@ MIGRATIONS = [
     "012_servers",
     "013_keys",
     "014_step_history",
+    "015_runs_overdue",
 ]
 
 
@@ -187,7 +188,7 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
         cf.SchemaNotReady,
         match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
         r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys, "
-        r"014_step_history are",
+        r"014_step_history, 015_runs_overdue are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -212,7 +213,7 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
         cf.SchemaNotReady,
         match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
         r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys, "
-        r"014_step_history are",
+        r"014_step_history, 015_runs_overdue are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -457,6 +458,10 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "last_error": ((store._errors.last_error, ("r1",)), by_error),
         "trim_errors": ((store._errors.trim_errors, ("r1", 3)), by_error),
         "run_errors": ((store._errors.run_errors_of, ("r1",)), by_error),
+        # Step history (schema 14) by the run's range of its index; overdue runs (schema 15,
+        # RUN_TIMEOUT) from the index of unfinished runs only.
+        "step_history": ((store._step_log.run_step_history, ("r1",)), "cf_step_history_run"),
+        "overdue_runs": ((q.overdue_runs, ("w", 0, 10)), "cf_runs_overdue"),
         # Finding runs (#17): by queue through its index; a rare label prefix from the label
         # index's range; a common one and exact labels probed by the label's primary key.
         "list_runs by queue": (

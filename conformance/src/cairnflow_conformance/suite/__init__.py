@@ -23,6 +23,7 @@ from .._markers import PROVES, REFUSES, parse_capability
 from .admin import CancelAllTests, CancelStepTests, DeleteRunTests, JobRetryTests, RetryRunTests
 from .baseline import BaselineTests
 from .clocks import DatabaseClockTests
+from .deadlines import RunTimeoutTests
 from .durability import DurabilityTests
 from .enqueue import (
     BatchEnqueueTests,
@@ -78,6 +79,7 @@ class ConformanceSuite(
     BudgetProcessTests,
     ErrorHistoryTests,
     StepHistoryTests,
+    RunTimeoutTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,

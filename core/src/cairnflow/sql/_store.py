@@ -43,7 +43,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
-from .._models import RunError, StepEvent
+from .._models import ErrorInfo, RunError, StepEvent
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
@@ -558,6 +558,13 @@ class SQLStore:
     def run_errors(self, run_id: str) -> list[RunError]:
         """The recorded errors of ``run_id``, newest first (``Cap.ERROR_HISTORY``)."""
         return self._errors.run_errors(run_id)
+
+    def time_out_runs(
+        self, workflow: str, due_before: int, error: ErrorInfo, now: int, limit: int
+    ) -> list[str]:
+        """Fail the unfinished runs of ``workflow`` due at or before ``due_before``
+        (``Cap.RUN_TIMEOUT``; the index it reads is the driver's, so declared by a driver)."""
+        return self._outcomes.time_out_runs(workflow, due_before, error, now, limit)
 
     def step_history(self, run_id: str) -> list[StepEvent]:
         """The transitions of ``run_id``'s steps, oldest first (``Cap.STEP_HISTORY``).

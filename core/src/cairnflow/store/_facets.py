@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
-from .._errors import CairnError
+from .._errors import CairnError, ErrorInfo
 from .._models import RunError, StepEvent
 from ._protocol import Store
 from ._records import (
@@ -55,6 +55,7 @@ __all__ = [
     "Locking",
     "QueueControl",
     "RunAdmin",
+    "RunDeadlines",
     "RunStats",
     "RunTiming",
     "Schedules",
@@ -447,6 +448,26 @@ class StepHistory(Protocol):
 
 
 @runtime_checkable
+class RunDeadlines(Protocol):
+    """``Cap.RUN_TIMEOUT``: runs past their deadline fail, judged once across clients.
+
+    Requirement: ``time_out_runs`` finds the unfinished runs of ``workflow``
+    whose ``run_at`` is at or before ``due_before`` (oldest first, at most
+    ``limit``) by an indexed read, and ends each that is still unfinished in
+    its own transaction (the run locked, its state read under the lock, so
+    two clients judging at once fail it once) as ``failed`` with ``error``,
+    cancelling its unfinished steps as ``cancel_run`` does (a running attempt
+    hears it at its next renewal). It returns the ids of the runs it ended.
+    """
+
+    def time_out_runs(
+        self, workflow: str, due_before: int, error: ErrorInfo, now: int, limit: int
+    ) -> list[str]:
+        """Fail the unfinished runs of ``workflow`` due at or before ``due_before``."""
+        ...
+
+
+@runtime_checkable
 class ErrorHistory(Protocol):
     """``Cap.ERROR_HISTORY``: a run keeps the errors of its last failed attempts.
 
@@ -645,6 +666,7 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
     Facet("step history", StepHistory, ("step_history",), frozenset({Cap.STEP_HISTORY})),
+    Facet("run deadlines", RunDeadlines, ("time_out_runs",), frozenset({Cap.RUN_TIMEOUT})),
     Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
     Facet(
         "servers",
@@ -754,6 +776,7 @@ class StoreFacets:
     """The ``RunAdmin`` facet, when the store declares any capability it carries."""
     errors: ErrorHistory | None = None
     history: StepHistory | None = None
+    deadlines: RunDeadlines | None = None
     stats: RunStats | None = None
     servers: Servers | None = None
 
@@ -794,6 +817,9 @@ class StoreFacets:
             ),
             history=(
                 store if Cap.STEP_HISTORY in caps and isinstance(store, StepHistory) else None
+            ),
+            deadlines=(
+                store if Cap.RUN_TIMEOUT in caps and isinstance(store, RunDeadlines) else None
             ),
             stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
             servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,

@@ -36,6 +36,7 @@ from ._facets import (
     Locking,
     QueueControl,
     RunAdmin,
+    RunDeadlines,
     RunStats,
     RunTiming,
     Schedules,
@@ -163,6 +164,7 @@ class MemoryStore(
             RunAdmin,
             ErrorHistory,
             StepHistory,
+            RunDeadlines,
             RunStats,
             Servers,
         )
@@ -612,6 +614,26 @@ class MemoryStore(
                     return SignalResult.DELIVERED
             run.signals.setdefault(name, deque()).append(payload)
             return SignalResult.STORED
+
+    def time_out_runs(
+        self, workflow: str, due_before: int, error: ErrorInfo, now: int, limit: int
+    ) -> list[str]:
+        """Fail the unfinished runs of ``workflow`` due at or before ``due_before`` (RUN_TIMEOUT).
+
+        Under the store's lock, so a run is judged once however many clients ask.
+        """
+        with self._lock:
+            overdue = sorted(
+                (
+                    run
+                    for run in self._runs.values()
+                    if run.workflow == workflow and run.state == ACTIVE and run.run_at <= due_before
+                ),
+                key=lambda run: (run.run_at, run.seq),
+            )[:limit]
+            for run in overdue:
+                self._end_run(run, Status.FAILED.value, now, error=error)
+            return [run.id for run in overdue]
 
     def cancel_run(self, run_id: str, now: int) -> bool:
         """Cancel an unfinished run; running attempts learn at their next renewal."""

@@ -58,6 +58,7 @@ class SQLiteStore(SQLStore):
         Cap.TRANSACTIONAL_ENQUEUE,
         Cap.DATABASE_CLOCK,
         Cap.STEP_HISTORY,  # recorded by its trigger (migration 014)
+        Cap.RUN_TIMEOUT,  # the runs_overdue index (migration 015)
     }
 
     def __init__(
@@ -127,7 +128,7 @@ class SQLiteStore(SQLStore):
         )
         if in_memory:
             # One connection, private to this object: nobody else can share a transaction.
-            self.capabilities = (SQL_CAPABILITIES | {Cap.STEP_HISTORY}) - {
+            self.capabilities = (SQL_CAPABILITIES | {Cap.STEP_HISTORY, Cap.RUN_TIMEOUT}) - {
                 Cap.DURABLE,
                 Cap.MULTI_PROCESS,
             }
