@@ -77,8 +77,8 @@ class RunTimeoutTests:
         run_at = cairnflow_kit.stored(ref).run_at
         error = ErrorInfo(type="RunTimeout", message="kit: past its deadline")
         judges = cairnflow_kit.peer_stores(4)
-        for judge in judges:
-            assert isinstance(judge, RunDeadlines), "a store declaring RUN_TIMEOUT has it"
+        for store in judges:
+            assert isinstance(store, RunDeadlines), "a store declaring RUN_TIMEOUT has it"
         first = judges[0]
         assert isinstance(first, RunDeadlines)
         now = time.time_ns()
@@ -91,7 +91,7 @@ class RunTimeoutTests:
             barrier.wait(TIMEOUT)
             ended.append(store.time_out_runs("kit-deadline-spi", run_at, error, now, 10))
 
-        threads = [threading.Thread(target=judge, args=(store,)) for store in judges]
+        threads = [threading.Thread(target=judge, args=(peer,)) for peer in judges]
         for thread in threads:
             thread.start()
         for thread in threads:
