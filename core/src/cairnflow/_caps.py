@@ -108,6 +108,10 @@ class Cap(StrEnum):
     SCHEDULE_HISTORY = "schedule_history", "A schedule's last fires can be read back."
     ENQUEUE_ONLY = "enqueue_only", "A client can enqueue and read without ever running steps."
     ERROR_HISTORY = "error_history", "A run keeps the errors of its failed attempts."
+    STEP_HISTORY = (
+        "step_history",
+        "A run keeps every transition of its steps (claimed, retried, reclaimed...), bounded.",
+    )
     SHUTDOWN_REQUEUE = "shutdown_requeue", "A stopping client reports the attempts it handed back."
     FORCE_RUN = "force_run", "A delayed or paused run can be started now."
     LABEL_PREFIX = "label_prefix", "Runs can be searched by label, exactly and by prefix."

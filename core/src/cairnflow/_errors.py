@@ -32,6 +32,7 @@ __all__ = [
     "Permanent",
     "RunFailed",
     "RunNotFound",
+    "RunTimeout",
     "SchemaNotReady",
     "SchemaTooNew",
     "Snooze",
@@ -189,6 +190,11 @@ class OutcomeRefused(CairnError):
 
 class StepTimeout(CairnError, TimeoutError):
     """A step attempt ran past its timeout, or a wait step past its deadline."""
+
+
+class RunTimeout(CairnError, TimeoutError):
+    """A run ran past its workflow's ``run_timeout`` (``Cap.RUN_TIMEOUT``): it failed with
+    this error type, and its unfinished steps were cancelled."""
 
 
 class Cancelled(CairnError):

@@ -12,12 +12,14 @@ from ._errors import ErrorInfo
 from .clock import from_ns
 
 __all__ = [
+    "STEP_HISTORY_KEEP",
     "ErrorInfo",
     "Job",
     "RunError",
     "RunInfo",
     "RunRef",
     "Status",
+    "StepEvent",
     "StepInfo",
     "StepKind",
     "StepStatus",
@@ -160,6 +162,37 @@ class StepInfo:
     def heartbeat_at(self) -> datetime | None:
         """When the step last heartbeat (UTC)."""
         return None if self.heartbeat_at_ns is None else from_ns(self.heartbeat_at_ns)
+
+
+STEP_HISTORY_KEEP = 100
+"""The transitions a run keeps (``Cap.STEP_HISTORY``): every transition but a claim drops
+the run's older ones, so a run holds at most this many plus its attempts running now."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    """One transition of a step, as a run's step history keeps it (``Cap.STEP_HISTORY``).
+
+    ``event`` is one of ``claimed``, ``succeeded``, ``failed``, ``retried``
+    (failed, to run again), ``reclaimed`` (its lease ran out and another
+    client took it back), ``snoozed`` (asked to run later, or handed back by a
+    stopping client), ``sleeping``, ``waiting``, ``cancelled`` and ``reopened``
+    (an operator retried it). ``seq`` orders a run's transitions as recorded;
+    ``attempt`` is the step's attempt then, ``node`` the node of its claim.
+    """
+
+    seq: int
+    step: str
+    attempt: int
+    event: str
+    node: str | None
+    at_ns: int
+    """When it was recorded (Unix nanoseconds; SQL stores: the database's clock)."""
+
+    @property
+    def at(self) -> datetime:
+        """When it was recorded (UTC)."""
+        return from_ns(self.at_ns)
 
 
 @dataclass(frozen=True, slots=True)

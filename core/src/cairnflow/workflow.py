@@ -171,7 +171,11 @@ class Workflow:
     attempts of a whole run: once its steps together failed that many, none is
     retried again (the run fails, or is discarded by the step's policy).
     ``error_history`` is how many errors of its last failed attempts each run
-    keeps (None: the client's setting, 0: none).
+    keeps (None: the client's setting, 0: none). ``run_timeout`` (seconds,
+    ``Cap.RUN_TIMEOUT``): a run still unfinished that long after it was due to
+    start (its ``run_at``) fails with :class:`~cairnflow.RunTimeout`; its
+    running steps are cancelled (their workers hear it at their next lease
+    renewal) and its pending ones never start.
     ``timeout`` are the defaults for its steps. ``concurrency``
     (:class:`~cairnflow.Concurrency`) gives every step of its runs a key computed
     from the payload at enqueue: at most ``limit`` attempts per key run at once
@@ -192,8 +196,11 @@ class Workflow:
         max_errors: int | None = None,
         error_history: int | None = None,
         concurrency: Concurrency | None = None,
+        run_timeout: float | None = None,
     ) -> None:
         self.name = check_name("workflow", name)
+        self.run_timeout = _check_seconds(f"run_timeout of workflow {name!r}", run_timeout)
+        """``Cap.RUN_TIMEOUT``: seconds a run may take from its ``run_at`` (None: no limit)."""
         self.max_errors = (
             None
             if max_errors is None
@@ -520,6 +527,8 @@ class Workflow:
             needs.setdefault(Cap.ERROR_HISTORY, f"error_history of workflow {self.name!r}")
         if self.max_errors is not None:
             needs.setdefault(Cap.RETRY_MAX_ERRORS, f"max_errors of workflow {self.name!r}")
+        if self.run_timeout is not None:
+            needs.setdefault(Cap.RUN_TIMEOUT, f"run_timeout of workflow {self.name!r}")
         for name, declared in self._schedules.items():
             # The most specific capability first: a store without any of them is told
             # about the one this declaration asks for beyond plain cron.

@@ -383,6 +383,10 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "last_error": (store._errors.last_error, (hot_run,)),
         "trim_errors": (store._errors.trim_errors, (hot_run, 3)),
         "run_errors": (store._errors.run_errors_of, (hot_run,)),
+        # Step history: one run's range of its index; overdue runs (RUN_TIMEOUT): the partial
+        # index of unfinished runs, never the finished ones.
+        "step_history": (store._step_log.run_step_history, (hot_run,)),
+        "overdue_runs": (q.overdue_runs, ("w0", NOW, 10)),
         # Concurrency keys: a keyed claim walks the ready index as the plain one, probing each
         # row's key (and a fifo key's head run) by primary key; keys are locked and moved by
         # their primary key, a fifo key's head found in the runs' fifo index.

@@ -41,6 +41,9 @@ MIGRATIONS = [
     "012_keys",
     "013_rates",
     "014_archive",
+    "015_step_history",
+    "016_step_history_trigger",
+    "017_runs_overdue",
 ]
 
 

@@ -51,6 +51,38 @@ def test_run_ids_are_never_cut_at_80_columns(tmp_path: Path) -> None:
     assert ref.id in shown.stdout
 
 
+def test_show_prints_the_step_history(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    calls: list[int] = []
+
+    def flaky(ctx: cf.StepContext, data: object) -> str:
+        calls.append(ctx.attempt)
+        if len(calls) < 2:
+            raise RuntimeError("once")
+        return "ok"
+
+    quick = cf.RetryPolicy(max_attempts=2, backoff=cf.Backoff(initial=0.01, max=0.01))
+    wf = cf.Workflow("cli-history", steps=[cf.Step("flaky", flaky, retry=quick)])
+    with cf.Client(store, node_id="cli-node", poll_interval=0.05) as client:
+        client.register(wf)
+        ref = client.enqueue(wf, None)
+        assert client.wait(ref, timeout=30).status is cf.Status.SUCCEEDED
+    store.close()
+    shown = cairn("show", url, ref.id)
+    assert shown.returncode == 0, shown.stderr
+    history = shown.stdout.rsplit("history", 1)[1]  # the table after the steps'
+    lines = [line for line in history.splitlines() if "cli-node" in line]
+    events = [
+        word
+        for line in lines
+        for word in line.split()
+        if word in {"claimed", "retried", "succeeded"}
+    ]
+    assert events == ["claimed", "retried", "claimed", "succeeded"], shown.stdout
+
+
 def test_runs_are_filtered_counted_and_paged_from_the_command_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     store = cf.open_store(url)

@@ -47,6 +47,8 @@ MIGRATIONS = [
     "013_keys",
     "014_rates",
     "015_archive",
+    "016_step_history",
+    "017_runs_overdue",
 ]
 
 
@@ -457,6 +459,10 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "last_error": ((store._errors.last_error, ("r1",)), by_error),
         "trim_errors": ((store._errors.trim_errors, ("r1", 3)), by_error),
         "run_errors": ((store._errors.run_errors_of, ("r1",)), by_error),
+        # Step history (schema 14) by the run's range of its index; overdue runs (schema 15,
+        # RUN_TIMEOUT) from the index of unfinished runs only.
+        "step_history": ((store._step_log.run_step_history, ("r1",)), "cf_step_history_run"),
+        "overdue_runs": ((q.overdue_runs, ("w", 0, 10)), "cf_runs_overdue"),
         # Finding runs (#17): by queue through its index; a rare label prefix from the label
         # index's range; a common one and exact labels probed by the label's primary key.
         "list_runs by queue": (

@@ -23,6 +23,7 @@ from .._markers import PROVES, REFUSES, parse_capability
 from .admin import CancelAllTests, CancelStepTests, DeleteRunTests, JobRetryTests, RetryRunTests
 from .baseline import BaselineTests
 from .clocks import DatabaseClockTests
+from .deadlines import RunTimeoutTests
 from .durability import DurabilityTests
 from .enqueue import (
     BatchEnqueueTests,
@@ -33,6 +34,7 @@ from .enqueue import (
 )
 from .failures import RetryTests, SnoozeTests, StepTimeoutTests
 from .fleet import FleetTests
+from .history import StepHistoryTests
 from .keys import ConcurrencyKeyTests, FifoKeyTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
 from .pauses import PauseTests
@@ -78,6 +80,8 @@ class ConformanceSuite(
     RecoveredStepTests,
     BudgetProcessTests,
     ErrorHistoryTests,
+    StepHistoryTests,
+    RunTimeoutTests,
     StepTimeoutTests,
     SnoozeTests,
     SleepTests,

@@ -96,6 +96,11 @@ def _history(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="h")
 
 
+def _run_timeout(wf: cf.Workflow) -> object:
+    wf.run_timeout = 5.0  # as Workflow(..., run_timeout=5) sets it
+    return wf.step(lambda c, d: d, name="t")
+
+
 def _keyed_step(wf: cf.Workflow) -> object:
     key = cf.Concurrency(key=lambda payload: "kit-k", limit=1)
     return wf.step(lambda c, d: d, name="k", concurrency=key)
@@ -258,6 +263,8 @@ REFUSALS: tuple[Refusal, ...] = (
         Cap.ERROR_HISTORY, "client-error-history", lambda k: cf.Client(k.store, error_history=5)
     ),
     Refusal(Cap.ERROR_HISTORY, "workflow-error-history", _needs(Cap.ERROR_HISTORY, _history)),
+    Refusal(Cap.RUN_TIMEOUT, "run-timeout", _needs(Cap.RUN_TIMEOUT, _run_timeout)),
+    Refusal(Cap.STEP_HISTORY, "step-history", lambda k: _idle(k).step_history("run_kitnosuchrun")),
 )
 """Every client API whose capability a store may leave out."""
 

@@ -19,7 +19,7 @@ from .._errors import (
     WaitTimeout,
 )
 from .._fleet import HandedBack, Recycle, StopCause, StopReport
-from .._models import Job, RunError, RunInfo, RunRef, Status, StepKind
+from .._models import Job, RunError, RunInfo, RunRef, Status, StepEvent, StepKind
 from .._names import check_key, check_labels, check_name
 from .._queues import QueueConfig
 from ..clock import Clock, DatabaseClock, Real, Subscribable
@@ -813,6 +813,22 @@ class Client(
         history = state.facets.errors
         assert history is not None  # declared, so check_store made sure
         return history.run_errors(run_id_of(run))
+
+    def step_history(self, run: RunLike) -> list[StepEvent]:
+        """Every kept transition of the run's steps, oldest first (``Cap.STEP_HISTORY``).
+
+        Claimed, succeeded, failed, retried, reclaimed (a lease ran out and
+        another client took the step back), snoozed, sleeping, waiting,
+        cancelled, reopened: each recorded by the store in the transaction that
+        made it, so an attempt fenced out (its lease lost) records nothing. A
+        run keeps its newest :data:`~cairnflow._models.STEP_HISTORY_KEEP`
+        (plus its attempts running now). Empty for an unknown run.
+        """
+        state = self._state
+        state.require(Cap.STEP_HISTORY, "step_history()")
+        history = state.facets.history
+        assert history is not None  # declared, so check_store made sure
+        return history.step_history(run_id_of(run))
 
     def wait(self, run: RunLike, timeout: float | None = None) -> RunInfo:
         """Block until the run finishes and return its info.

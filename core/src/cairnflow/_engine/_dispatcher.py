@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 
+from .._errors import ErrorInfo, RunTimeout
 from . import _events as events
 from ._attempt import End, monotonic
 from ._leader import Elector
@@ -187,6 +188,7 @@ class Dispatcher:
             advanced = state.store.advance_due(now=now, workflows=names, limit=batch)
             if advanced.woken or advanced.timed_out:
                 state.run_finished()
+            overdue = self._time_out_runs(now)
             reclaimed = state.store.reclaim_expired(
                 lease_now=state.lease_clock.now_ns() - int(state.settings.lease_skew * 1e9),
                 now=now,
@@ -210,4 +212,32 @@ class Dispatcher:
             or advanced.timed_out
             or reclaimed.requeued
             or reclaimed.abandoned
+            or overdue
         )
+
+    def _time_out_runs(self, now: int) -> int:
+        """Fail the runs of this client's workflows past their ``run_timeout`` (RUN_TIMEOUT).
+
+        Every client judges, from the store's indexed read; the store ends each run
+        once, under its lock, however many clients judge at the same moment. Their
+        running attempts hear the cancel at their next lease renewal.
+        """
+        state = self._state
+        deadlines = state.facets.deadlines
+        if deadlines is None:
+            return 0
+        ended = 0
+        for workflow in list(state.registry.values()):
+            if workflow.run_timeout is None:
+                continue
+            error = ErrorInfo(
+                type=RunTimeout.__name__,
+                message=f"the run ran past its run_timeout of {workflow.run_timeout:g} s",
+            )
+            due_before = now - int(workflow.run_timeout * 1e9)
+            batch = state.settings.fetch_batch
+            ended += len(deadlines.time_out_runs(workflow.name, due_before, error, now, batch))
+        if ended:
+            state.log.info("failed %d run(s) past their run_timeout", ended)
+            state.run_finished()
+        return ended

@@ -470,7 +470,10 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
     """Show one run and its steps."""
     store = _open(url, pairs, migrated=True)
     try:
-        info = Client(store).info(run_id)
+        client = Client(store)
+        info = client.info(run_id)
+        # Cap.STEP_HISTORY: every transition of the steps, read where the store keeps it.
+        history = client.step_history(run_id) if Cap.STEP_HISTORY in store.capabilities else None
     finally:
         store.close()
     console.print(f"[bold]{info.id}[/bold] {info.workflow} [bold]{info.status.value}[/bold]")
@@ -488,6 +491,14 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
     console.print(table)
     if info.status.value == "succeeded":
         console.print(f"result: {info.result!r}")
+    if history:
+        events = Table(title="history")
+        for column in ("at", "step", "attempt", "event", "node"):
+            events.add_column(column)
+        for event in history:
+            at = event.at.isoformat(timespec="milliseconds")
+            events.add_row(at, event.step, str(event.attempt), event.event, event.node or "")
+        console.print(events)
 
 
 class _ListByDefault(click.Group):

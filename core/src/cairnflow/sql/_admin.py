@@ -95,6 +95,7 @@ _DELETE_RUNS = "DELETE FROM {runs} WHERE id IN ({ids}) AND state <> 'active'"
 # per run, never of a secondary index. A run's journal is its memos (scope = the run's id).
 _DELETE_RUN_ROWS = (
     "DELETE FROM {errors} WHERE run_id IN ({ids})",
+    "DELETE FROM {step_history} WHERE run_id IN ({ids})",
     "DELETE FROM {run_labels} WHERE run_id IN ({ids})",
     "DELETE FROM {journal} WHERE scope IN ({ids})",
 )

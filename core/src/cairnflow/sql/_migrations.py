@@ -70,8 +70,26 @@ def load_migrations(package: str, directory: str = "migrations") -> tuple[Migrat
     return tuple(found)
 
 
+_TRIGGER = re.compile(r"\s*CREATE\s+TRIGGER\b", re.I)
+_BLOCK_END = re.compile(r"\bEND\s*$", re.I)
+
+
+def _ends_statement(current: list[str]) -> bool:
+    """Whether a semicolon after ``current`` ends its statement.
+
+    Always, but in a ``CREATE TRIGGER``: its body's statements end with
+    semicolons too (SQLite's and MySQL's ``BEGIN ... END``), so there only the
+    semicolon after the body's closing ``END`` does (``END IF;`` does not).
+    """
+    code = re.sub(r"--[^\n]*|/\*.*?\*/", "", "".join(current), flags=re.S)
+    return not _TRIGGER.match(code) or bool(_BLOCK_END.search(code))
+
+
 def split_statements(sql: str) -> list[str]:
-    """Split ``sql`` on semicolons outside quotes and comments; drop empty statements."""
+    """Split ``sql`` on semicolons outside quotes and comments; drop empty statements.
+
+    A ``CREATE TRIGGER`` statement runs to the semicolon after its body's ``END``.
+    """
     statements: list[str] = []
     current: list[str] = []
     i = 0
@@ -97,7 +115,7 @@ def split_statements(sql: str) -> list[str]:
             current.append(sql[i:end])
             i = end
             continue
-        elif char == ";":
+        elif char == ";" and _ends_statement(current):
             statements.append("".join(current))
             current = []
         else:

@@ -121,7 +121,7 @@ def _due_status(due_at: int, now: int) -> str:
 
 class Outcomes(Part):
     """``finish_and_claim`` (and ``finish``, ``finish_many``), ``advance_due``,
-    ``send_signal``, ``cancel_run``."""
+    ``send_signal``, ``cancel_run``, ``time_out_runs``."""
 
     def __init__(
         self, context: Context, *, claims: Claims, leases: Leases, errors: ErrorLog
@@ -467,6 +467,38 @@ class Outcomes(Part):
             return SignalResult.STORED
 
         return self._tx.run(work)
+
+    def time_out_runs(
+        self, workflow: str, due_before: int, error: ErrorInfo, now: int, limit: int
+    ) -> list[str]:
+        """Fail the unfinished runs of ``workflow`` due at or before ``due_before``.
+
+        One indexed read (``OVERDUE_RUNS``: the partial index of unfinished runs
+        by workflow and ``run_at``), then one transaction per run that locks it
+        and ends it only while it is still active: two clients judging at once
+        fail it once (``Cap.RUN_TIMEOUT``).
+        """
+        rows = self._tx.fetch(self._q.overdue_runs, (workflow, due_before, limit))
+        text = error.to_json()
+
+        def fail(run_id: str) -> Callable[[Cursor], bool]:
+            return lambda cur: work(cur, run_id)
+
+        def work(cur: Cursor, run_id: str) -> bool:
+            locked = self._lock_run(cur, run_id)
+            if locked is None or locked.state != ACTIVE:
+                return False
+            tally = _RunTally()
+            self._end_run(cur, run_id, Status.FAILED.value, text, now, tally)
+            self._claims.keys.release(cur, tally.released)
+            return True
+
+        ended = []
+        for (raw,) in rows:
+            run_id = to_text(raw)
+            if self._tx.run(fail(run_id)):
+                ended.append(run_id)
+        return ended
 
     def cancel_run(self, run_id: str, now: int) -> bool:
         """Cancel an unfinished run and its unfinished steps (run row locked)."""

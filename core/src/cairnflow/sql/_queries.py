@@ -127,6 +127,7 @@ class Queries:
         self._steps_of = r(s.STEPS_OF)
         self._steps_with_runs = r(s.STEPS_WITH_RUNS)
         self.lock_run = r(s.LOCK_RUN)
+        self.overdue_runs = r(s.OVERDUE_RUNS)
         self._lock_runs = r(s.LOCK_RUNS)
         self.succeed = r(s.SUCCEED)
         self._succeed_many = r(s.SUCCEED_MANY)

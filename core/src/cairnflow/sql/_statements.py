@@ -346,6 +346,16 @@ STEPS_WITH_RUNS = """
 LOCK_RUN = "SELECT state, steps_left FROM {runs} WHERE id = ?{for_update}"
 """Lock one run; read its state and its steps left."""
 
+# The drivers' runs_overdue index holds the unfinished runs only (Postgres, SQLite: partial;
+# MySQL: led by state), by workflow then run_at: this reads the overdue ones, never a
+# finished run (Cap.RUN_TIMEOUT).
+OVERDUE_RUNS = """
+            SELECT id FROM {runs}
+            WHERE state = 'active' AND workflow = ? AND run_at <= ?
+            ORDER BY run_at
+            LIMIT ?"""
+"""The unfinished runs of a workflow due at or before a time, oldest first."""
+
 # Through the unique id index, in id order: InnoDB locks the rows as it reads them.
 LOCK_RUNS = """
             SELECT id, steps_left FROM {runs} WHERE id IN ({ids}) ORDER BY id{for_update}"""

@@ -33,6 +33,8 @@ hands the call to its part:
   ``cancel_step``);
 * :mod:`._history`: the ``ErrorHistory`` facet (``run_errors``; failures recorded by outcomes).
 * :mod:`._retention`: the ``Retention`` facet (``prune_runs``, ``archived_runs``).
+* :mod:`._step_history`: the ``StepHistory`` facet (``step_history``; rows written by the
+  drivers' triggers, so declared by a driver, not here).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -44,7 +46,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
-from .._models import RunError
+from .._models import ErrorInfo, RunError, StepEvent
 from .._rates import Rate, RateTake
 from .._version import SPI_VERSION
 from ..notify import Notifier
@@ -99,6 +101,7 @@ from ._schedules import Schedules
 from ._schema import Schema
 from ._servers import ServerRows
 from ._stats import Stats
+from ._step_history import StepLog
 from ._tables import Tables
 from ._timing import Timing
 from ._transactions import StoreStats, Transactions
@@ -227,6 +230,7 @@ class SQLStore:
         self._claims = Claims(context)
         self._leases = Leases(context)
         self._errors = ErrorLog(context)
+        self._step_log = StepLog(context)
         self._outcomes = Outcomes(
             context, claims=self._claims, leases=self._leases, errors=self._errors
         )
@@ -589,3 +593,18 @@ class SQLStore:
     def run_errors(self, run_id: str) -> list[RunError]:
         """The recorded errors of ``run_id``, newest first (``Cap.ERROR_HISTORY``)."""
         return self._errors.run_errors(run_id)
+
+    def time_out_runs(
+        self, workflow: str, due_before: int, error: ErrorInfo, now: int, limit: int
+    ) -> list[str]:
+        """Fail the unfinished runs of ``workflow`` due at or before ``due_before``
+        (``Cap.RUN_TIMEOUT``; the index it reads is the driver's, so declared by a driver)."""
+        return self._outcomes.time_out_runs(workflow, due_before, error, now, limit)
+
+    def step_history(self, run_id: str) -> list[StepEvent]:
+        """The transitions of ``run_id``'s steps, oldest first (``Cap.STEP_HISTORY``).
+
+        Written by the driver's trigger (see :mod:`._step_history`): a driver whose
+        migrations have none does not declare the capability.
+        """
+        return self._step_log.step_history(run_id)

@@ -32,6 +32,7 @@ TABLES = (
     "servers",
     "runs_archive",
     "steps_archive",
+    "step_history",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -62,6 +63,8 @@ class Tables:
     """Archived runs (``Cap.ARCHIVE``): cold rows no claim ever reads."""
     steps_archive: str
     """The steps of archived runs, outputs included (``Cap.ARCHIVE``)."""
+    step_history: str
+    """One row per transition of a step, written by the database (``Cap.STEP_HISTORY``)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -95,6 +98,7 @@ class Tables:
             servers=name("servers"),
             runs_archive=name("runs_archive"),
             steps_archive=name("steps_archive"),
+            step_history=name("step_history"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -105,7 +109,7 @@ class Tables:
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
         ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
         ``{run_labels}``, ``{servers}``, ``{runs_archive}``, ``{steps_archive}``,
-        ``{migrations}``: qualified, quoted table names;
+        ``{step_history}``, ``{migrations}``: qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -125,6 +129,7 @@ class Tables:
             "servers": self.servers,
             "runs_archive": self.runs_archive,
             "steps_archive": self.steps_archive,
+            "step_history": self.step_history,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
-from .._errors import CairnError
-from .._models import RunError
+from .._errors import CairnError, ErrorInfo
+from .._models import RunError, StepEvent
 from .._rates import Rate, RateTake
 from ._protocol import Store
 from ._records import (
@@ -60,11 +60,13 @@ __all__ = [
     "RateLimiting",
     "Retention",
     "RunAdmin",
+    "RunDeadlines",
     "RunStats",
     "RunTiming",
     "Schedules",
     "ServerClock",
     "Servers",
+    "StepHistory",
     "StoreContractError",
     "StoreFacets",
     "TransactionalEnqueue",
@@ -464,6 +466,45 @@ class RunAdmin(Protocol):
 
 
 @runtime_checkable
+class StepHistory(Protocol):
+    """``Cap.STEP_HISTORY``: a run keeps the transitions of its steps, bounded.
+
+    Requirement: every transition of a step's status (a claim, each outcome,
+    a reclaim, a hand back, a cancel, an operator's reopening; not a step made
+    ready by its parents or its due time) is recorded as the run's next
+    :class:`~cairnflow.StepEvent` in the transaction that makes it, so a fenced
+    write that changes nothing records nothing; every transition but a claim
+    drops the run's events older than its newest
+    :data:`~cairnflow._models.STEP_HISTORY_KEEP`; ``step_history`` reads them
+    back, oldest first. Deleting a run (``Cap.DELETE_RUN``) deletes them.
+    """
+
+    def step_history(self, run_id: str) -> list[StepEvent]:
+        """The recorded transitions of run ``run_id``, oldest first (empty for an unknown run)."""
+        ...
+
+
+@runtime_checkable
+class RunDeadlines(Protocol):
+    """``Cap.RUN_TIMEOUT``: runs past their deadline fail, judged once across clients.
+
+    Requirement: ``time_out_runs`` finds the unfinished runs of ``workflow``
+    whose ``run_at`` is at or before ``due_before`` (oldest first, at most
+    ``limit``) by an indexed read, and ends each that is still unfinished in
+    its own transaction (the run locked, its state read under the lock, so
+    two clients judging at once fail it once) as ``failed`` with ``error``,
+    cancelling its unfinished steps as ``cancel_run`` does (a running attempt
+    hears it at its next renewal). It returns the ids of the runs it ended.
+    """
+
+    def time_out_runs(
+        self, workflow: str, due_before: int, error: ErrorInfo, now: int, limit: int
+    ) -> list[str]:
+        """Fail the unfinished runs of ``workflow`` due at or before ``due_before``."""
+        ...
+
+
+@runtime_checkable
 class ErrorHistory(Protocol):
     """``Cap.ERROR_HISTORY``: a run keeps the errors of its last failed attempts.
 
@@ -699,6 +740,8 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
     Facet("rate limits", RateLimiting, ("take_tokens",), frozenset({Cap.RATE_LIMIT})),
+    Facet("step history", StepHistory, ("step_history",), frozenset({Cap.STEP_HISTORY})),
+    Facet("run deadlines", RunDeadlines, ("time_out_runs",), frozenset({Cap.RUN_TIMEOUT})),
     Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
     Facet(
         "servers",
@@ -813,6 +856,8 @@ class StoreFacets:
     admin: RunAdmin | None = None
     """The ``RunAdmin`` facet, when the store declares any capability it carries."""
     errors: ErrorHistory | None = None
+    history: StepHistory | None = None
+    deadlines: RunDeadlines | None = None
     stats: RunStats | None = None
     servers: Servers | None = None
     rates: RateLimiting | None = None
@@ -855,6 +900,12 @@ class StoreFacets:
             admin=store if caps & _ADMIN and isinstance(store, RunAdmin) else None,
             errors=(
                 store if Cap.ERROR_HISTORY in caps and isinstance(store, ErrorHistory) else None
+            ),
+            history=(
+                store if Cap.STEP_HISTORY in caps and isinstance(store, StepHistory) else None
+            ),
+            deadlines=(
+                store if Cap.RUN_TIMEOUT in caps and isinstance(store, RunDeadlines) else None
             ),
             stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
             servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,

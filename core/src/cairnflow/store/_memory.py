@@ -39,15 +39,18 @@ from ._facets import (
     RateLimiting,
     Retention,
     RunAdmin,
+    RunDeadlines,
     RunStats,
     RunTiming,
     Schedules,
     Servers,
+    StepHistory,
     facet_capabilities,
 )
 from ._landed import landed
 from ._memory_admin import MemoryAdmin
 from ._memory_errors import MemoryErrors
+from ._memory_history import MemoryStepHistory
 from ._memory_pauses import MemoryPauses
 from ._memory_retention import MemoryRetention
 from ._memory_schedules import MemorySchedules
@@ -142,6 +145,7 @@ class _Run:
 
 class MemoryStore(
     MemoryErrors,
+    MemoryStepHistory,
     MemoryState,
     MemorySchedules,
     MemoryServers,
@@ -165,6 +169,8 @@ class MemoryStore(
             RunTiming,
             RunAdmin,
             ErrorHistory,
+            StepHistory,
+            RunDeadlines,
             RunStats,
             Servers,
             Retention,
@@ -368,6 +374,7 @@ class MemoryStore(
             step.lease_until = request.lease_until
             step.node = request.node_id
             step.started_at = request.now
+            self._transition(step, "claimed", request.now)
             self._running[step.id] = step
             self._tokens[token] = step
             run = step.run
@@ -455,6 +462,7 @@ class MemoryStore(
                 if step is not None:
                     self._release(step)
                     self._make_ready(step, now)
+                    self._transition(step, "snoozed", now)
                     count += 1
         return count
 
@@ -497,6 +505,7 @@ class MemoryStore(
                 self._release(step)
                 step.reclaims += 1
                 self._make_ready(step, now)
+                self._transition(step, "reclaimed", now)
                 requeued += 1
         return ReclaimResult(requeued, tuple(abandoned))
 
@@ -526,17 +535,20 @@ class MemoryStore(
                 if retry_at is not None:
                     step.reclaims = 0
                     self._make_ready(step, retry_at, now)
+                    self._transition(step, "retried", now)
                     return FinishResult(AttemptState.HELD, ready=1)
                 final = outcome.final_status
                 self._fail(step, outcome.error, now, final)
                 return FinishResult(AttemptState.HELD, run_status=final)
             if isinstance(outcome, Snoozed):
                 self._make_ready(step, outcome.until, now)
+                self._transition(step, "snoozed", now)
                 return FinishResult(AttemptState.HELD, ready=1)
             if isinstance(outcome, SleepUntil):
                 step.output = outcome.output
                 step.status = StepStatus.SLEEPING
                 step.due_at = outcome.until
+                self._transition(step, "sleeping", now)
                 self._timed[step.id] = step
                 return FinishResult(AttemptState.HELD)
             if isinstance(outcome, WaitFor):
@@ -547,6 +559,7 @@ class MemoryStore(
                     return self._succeed(step, now)
                 step.status = StepStatus.WAITING
                 step.due_at = outcome.deadline
+                self._transition(step, "waiting", now)
                 if outcome.deadline is not None:
                     self._timed[step.id] = step
                 return FinishResult(AttemptState.HELD)
@@ -615,6 +628,26 @@ class MemoryStore(
             run.signals.setdefault(name, deque()).append(payload)
             return SignalResult.STORED
 
+    def time_out_runs(
+        self, workflow: str, due_before: int, error: ErrorInfo, now: int, limit: int
+    ) -> list[str]:
+        """Fail the unfinished runs of ``workflow`` due at or before ``due_before`` (RUN_TIMEOUT).
+
+        Under the store's lock, so a run is judged once however many clients ask.
+        """
+        with self._lock:
+            overdue = sorted(
+                (
+                    run
+                    for run in self._runs.values()
+                    if run.workflow == workflow and run.state == ACTIVE and run.run_at <= due_before
+                ),
+                key=lambda run: (run.run_at, run.seq),
+            )[:limit]
+            for run in overdue:
+                self._end_run(run, Status.FAILED.value, now, error=error)
+            return [run.id for run in overdue]
+
     def cancel_run(self, run_id: str, now: int) -> bool:
         """Cancel an unfinished run; running attempts learn at their next renewal."""
         with self._lock:
@@ -627,6 +660,10 @@ class MemoryStore(
             return True
 
     # -- transitions shared by the operations above -------------------------------------
+    def _transition(self, step: _Step, event: str, now: int) -> None:
+        """Record a transition of ``step`` in its run's step history (``Cap.STEP_HISTORY``)."""
+        self._record_step(step.run.id, step.name, step.attempt, step.node, event, now)
+
     def _release(self, step: _Step) -> None:
         """Take ``step`` out of the running set (its token stops holding it)."""
         self._running.pop(step.id, None)
@@ -649,6 +686,7 @@ class MemoryStore(
         step.status = StepStatus.SUCCEEDED
         step.finished_at = now
         step.due_at = None
+        self._transition(step, "succeeded", now)
         run = step.run
         ready = 0
         for name in step.children:
@@ -670,6 +708,7 @@ class MemoryStore(
         step.status = StepStatus.FAILED
         step.finished_at = now
         step.due_at = None
+        self._transition(step, "failed", now)
         self._end_run(step.run, final.value, now, error=error)
 
     def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
@@ -689,6 +728,7 @@ class MemoryStore(
             self._timed.pop(step.id, None)
             step.status = StepStatus.CANCELLED
             step.finished_at = now
+            self._transition(step, "cancelled", now)
 
     # -- reading --------------------------------------------------------------------------
     def get_run(self, run_id: str) -> StoredRun | None:

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .._errors import DuplicateRun, RunNotFound, StepNotFound
-from .._models import ErrorInfo, RunError, Status, StepStatus
+from .._models import ErrorInfo, RunError, Status, StepEvent, StepStatus
 from ._records import ACTIVE, RETRYABLE, Reopened, cancelled_step_error
 
 if TYPE_CHECKING:
@@ -36,6 +36,12 @@ class MemoryAdmin:
     _errors: dict[str, list[RunError]]
     _error_seq: dict[str, int]
     _journal: dict[tuple[str, str, str], bytes]
+    _history: dict[str, list[StepEvent]]
+
+    def _record_step(
+        self, run_id: str, step: str, attempt: int, node: str | None, event: str, now: int
+    ) -> None:
+        raise NotImplementedError  # the store's (MemoryStepHistory)
 
     def _make_ready(self, step: _Step, due_at: int, now: int | None = None) -> None:
         raise NotImplementedError  # the store's
@@ -87,6 +93,7 @@ class MemoryAdmin:
                 else:
                     again.status = StepStatus.BLOCKED
                     again.due_at = None
+                self._record_step(run.id, again.name, again.attempt, again.node, "reopened", now)
             return Reopened.REOPENED
 
     def delete_runs(self, run_ids: Collection[str]) -> list[str]:
@@ -104,6 +111,7 @@ class MemoryAdmin:
                 # Every row of the run goes with it: its error history and its memos.
                 self._errors.pop(run_id, None)
                 self._error_seq.pop(run_id, None)
+                self._history.pop(run_id, None)
                 for memo in [key for key in self._journal if key[0] == run_id]:
                     del self._journal[memo]
                 deleted.append(run_id)
@@ -143,6 +151,7 @@ class MemoryAdmin:
                 gone.status = StepStatus.CANCELLED
                 gone.finished_at = now
                 gone.due_at = None
+                self._record_step(run.id, gone.name, gone.attempt, gone.node, "cancelled", now)
             run.error = cancelled_step_error(step)
             run.steps_left -= len(doomed)
             if run.steps_left == 0:

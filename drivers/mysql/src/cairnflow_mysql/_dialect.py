@@ -217,22 +217,23 @@ class MySQLDialect(Dialect):
         return [row for row in rows if row[0] in locked]
 
     def migration_statement(self, cursor: Cursor, statement: str) -> None:
-        """Run a migration's statement; an ``ALTER TABLE ... ADD COLUMN`` (or ``ADD INDEX``)
+        """Run a migration's statement; an ``ADD COLUMN``, ``ADD INDEX`` or ``CREATE INDEX``
         found applied is done.
 
         DDL commits on its own, so a migrator can die after a statement and before
         its ledger row, and MySQL 8 has no ``ADD COLUMN IF NOT EXISTS``. One
         ``ALTER TABLE`` is atomic (all its columns and indexes, or none), so when
         it is refused because its first column exists (1060) or its index does
-        (1061), an earlier run of it applied all of it.
+        (1061), an earlier run of it applied all of it; so did one of a ``CREATE
+        INDEX`` refused because its index exists (1061).
         """
         try:
             cursor.execute(statement)
         except pymysql.err.MySQLError as error:
             code = error.args[0] if error.args else None
             ddl = re.sub(r"--[^\n]*", "", statement).strip().upper()  # the file's comments
-            added = "ADD COLUMN" in ddl or "ADD INDEX" in ddl
-            if code in _APPLIED_ALREADY and ddl.startswith("ALTER TABLE") and added:
+            added = ddl.startswith("ALTER TABLE") and ("ADD COLUMN" in ddl or "ADD INDEX" in ddl)
+            if code in _APPLIED_ALREADY and (added or ddl.startswith("CREATE INDEX")):
                 log.info("a migration statement was applied already: %s", error)
                 return
             raise

@@ -33,7 +33,12 @@ __all__ = ["MYSQL_CAPABILITIES", "SQL_MODE", "MySQLStore"]
 
 log = logging.getLogger("cairnflow.mysql")
 
-MYSQL_CAPABILITIES = SQL_CAPABILITIES | {Cap.TRANSACTIONAL_ENQUEUE, Cap.DATABASE_CLOCK}
+MYSQL_CAPABILITIES = SQL_CAPABILITIES | {
+    Cap.TRANSACTIONAL_ENQUEUE,
+    Cap.DATABASE_CLOCK,
+    Cap.STEP_HISTORY,  # recorded by its trigger (migration 021)
+    Cap.RUN_TIMEOUT,  # the runs_overdue index (migration 022)
+}
 """The SQL layer's capabilities, plus enqueueing on the application's own connection and
 the server's clock (read in UTC, whatever the session's time zone)."""
 

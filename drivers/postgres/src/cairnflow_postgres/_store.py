@@ -40,9 +40,12 @@ POSTGRES_CAPABILITIES = SQL_CAPABILITIES | {
     Cap.NOTIFY,
     Cap.TRANSACTIONAL_ENQUEUE,
     Cap.DATABASE_CLOCK,
+    Cap.STEP_HISTORY,
+    Cap.RUN_TIMEOUT,
 }
 """Every capability of the SQL layer, plus LISTEN/NOTIFY wake-ups, enqueueing inside the
-application's transaction, and the server's clock."""
+application's transaction, the server's clock, the step history its trigger records, and run
+deadlines (read through its runs_overdue index)."""
 
 SCHEMES = ("postgresql", "postgres")
 

@@ -54,7 +54,12 @@ class SQLiteStore(SQLStore):
     connection to the same file, inside its transaction.
     """
 
-    capabilities = SQL_CAPABILITIES | {Cap.TRANSACTIONAL_ENQUEUE, Cap.DATABASE_CLOCK}
+    capabilities = SQL_CAPABILITIES | {
+        Cap.TRANSACTIONAL_ENQUEUE,
+        Cap.DATABASE_CLOCK,
+        Cap.STEP_HISTORY,  # recorded by its trigger (migration 014)
+        Cap.RUN_TIMEOUT,  # the runs_overdue index (migration 015)
+    }
 
     def __init__(
         self,
@@ -123,7 +128,10 @@ class SQLiteStore(SQLStore):
         )
         if in_memory:
             # One connection, private to this object: nobody else can share a transaction.
-            self.capabilities = SQL_CAPABILITIES - {Cap.DURABLE, Cap.MULTI_PROCESS}
+            self.capabilities = (SQL_CAPABILITIES | {Cap.STEP_HISTORY, Cap.RUN_TIMEOUT}) - {
+                Cap.DURABLE,
+                Cap.MULTI_PROCESS,
+            }
         # Clients of the same file and prefix in this process wake each other.
         self._channel = (
             f"cairnflow_sqlite:{self.path}:{id(self) if in_memory else ''}:{table_prefix}"
