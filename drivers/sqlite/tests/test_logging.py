@@ -205,3 +205,28 @@ def test_cairn_worker_logs_json_lines(tmp_path: Path) -> None:
     assert (step["run_id"], step["step"], step["attempt"]) == (ref.id, "charge", 1)
     assert step["error_type"] == "ValueError" and step["level"] == "WARNING"
     assert (run["run_id"], run["status"], run["level"]) == (ref.id, "failed", "WARNING")
+
+
+def test_a_message_utf8_cannot_hold_is_logged_escaped_and_stored_as_raised(
+    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A lone surrogate in an error's message is kept as raised in the store, but a log
+    # record must survive every handler's encoder (a file, a socket, pytest-xdist's channel).
+    def broken(ctx: cf.StepContext, data: Any) -> None:
+        raise ValueError("bad byte \udc80 here")
+
+    wf = cf.Workflow("surrogate", steps=[cf.Step("a", broken)])
+    caplog.set_level(logging.INFO, logger="cairnflow")
+    with cf.Client(store, poll_interval=0.05) as client:
+        client.register(wf)
+        ref = client.enqueue(wf, 1)
+        info = client.wait(ref, timeout=30)
+        cf.testing.wait_until(lambda: records(caplog, "cairnflow.runs"), timeout=30)
+    assert info.status is cf.Status.FAILED
+    assert info.steps["a"].error is not None
+    assert info.steps["a"].error.message == "bad byte \udc80 here"
+    (failed,) = records(caplog, "cairnflow.steps")
+    assert failed.error == "bad byte \\udc80 here"  # type: ignore[attr-defined]
+    failed.getMessage().encode("utf-8")  # no UnicodeEncodeError
+    json.dumps(fields(failed)).encode("utf-8")
+    JsonFormatter().format(failed).encode("utf-8")

@@ -28,6 +28,16 @@ _TIMEOUTS = frozenset({"StepTimeout", "RunTimeout"})
 _FAILED = frozenset({Status.FAILED, Status.DISCARDED})
 
 
+def _loggable(text: str) -> str:
+    """``text`` as a log record can carry anywhere: a lone surrogate escaped (``\\udc80``).
+
+    An error's message is kept exactly as raised (the store holds what UTF-8 cannot, see
+    ``ErrorInfo``), but a log record goes through handlers that encode it (a file, a
+    socket, pytest-xdist's report channel) and would fail on a lone surrogate.
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _fields(claimed: ClaimedAttempt | ExpiredAttempt, node: str) -> dict[str, Any]:
     return {
         "run_id": claimed.run_id,
@@ -45,15 +55,16 @@ def outcome_recorded(
     where = f"step {claimed.step!r} of run {claimed.run_id} (workflow {claimed.workflow!r})"
     if isinstance(outcome, Failed) and _steps.isEnabledFor(logging.WARNING):
         info = outcome.error
-        fields = _fields(claimed, node) | {"error_type": info.type, "error": info.message}
-        what = "timed out" if info.type in _TIMEOUTS else "failed"
+        error_type, message = _loggable(info.type), _loggable(info.message)
+        fields = _fields(claimed, node) | {"error_type": error_type, "error": message}
+        what = "timed out" if error_type in _TIMEOUTS else "failed"
         _steps.warning(
             "%s %s on attempt %d: %s: %s",
             where,
             what,
             claimed.attempt,
-            info.type,
-            info.message,
+            error_type,
+            message,
             extra=fields,
         )
         if outcome.retry_at is not None and result.run_status is None:
