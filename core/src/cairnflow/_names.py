@@ -84,6 +84,43 @@ def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
+MAX_HEADERS = 16
+MAX_HEADER_VALUE = 1024
+_HEADER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+
+
+def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Return a plain dict of run ``headers`` once every key and value is valid.
+
+    Headers carry context from the enqueuing code to every step (a trace
+    context, a tenant): a few short strings, kept with the run as one JSON object.
+    """
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise InvalidName(f"headers must be a mapping of str to str, got {type(headers).__name__}")
+    if len(headers) > MAX_HEADERS:
+        raise InvalidName(f"a run has at most {MAX_HEADERS} headers, got {len(headers)}")
+    checked: dict[str, str] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not _HEADER_KEY.fullmatch(key):
+            raise InvalidName(
+                f"invalid header name {key!r}: 1-64 letters, digits, '_', '.', '-', "
+                f"starting with a letter or digit"
+            )
+        if not isinstance(value, str):
+            raise InvalidName(
+                f"invalid value for header {key!r}: a header value is a str, "
+                f"got {type(value).__name__}"
+            )
+        if len(value) > MAX_HEADER_VALUE or "\x00" in value:
+            raise InvalidName(
+                f"invalid value for header {key!r}: at most {MAX_HEADER_VALUE} characters, no NUL"
+            )
+        checked[key] = value
+    return checked
+
+
 def check_sql_identifier(kind: str, value: object, pattern: str, max_len: int) -> str:
     """Return ``value`` if it matches ``pattern`` (a full match) and ``max_len``.
 

@@ -70,6 +70,7 @@ class StepContext:
         "_control",
         "attempt",
         "deadline",
+        "headers",
         "labels",
         "node_id",
         "parents",
@@ -95,6 +96,7 @@ class StepContext:
         deadline: float | None,
         cancel_event: threading.Event | Cancellation,
         control: _AttemptControl,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.run_id = run_id
         self.workflow = workflow
@@ -103,6 +105,8 @@ class StepContext:
         self.payload = payload
         self.parents = parents
         self.labels = labels
+        self.headers: Mapping[str, str] = {} if headers is None else headers
+        """The run's headers (``Cap.HEADERS``): given at enqueue, or added by enqueue hooks."""
         self.node_id = node_id
         self.queue = queue
         self.deadline = deadline

@@ -54,9 +54,13 @@ __all__ = [
     "wait_until",
 ]
 
-DEFAULT_BLOCKED = frozenset(
-    method for facet in FACETS for method in facet.methods
-) - {"describe", "default_notifier", "migrate", "check_schema", "close"}
+DEFAULT_BLOCKED = frozenset(method for facet in FACETS for method in facet.methods) - {
+    "describe",
+    "default_notifier",
+    "migrate",
+    "check_schema",
+    "close",
+}
 """Every Store SPI operation that talks to the database, the facets' included."""
 
 

@@ -284,7 +284,7 @@ def test_sql_identifiers_are_validated(bad: str) -> None:
 
 
 def test_every_capability_is_documented_in_one_line() -> None:
-    assert len(cf.Cap) == 64  # LOCKS (#16), STATS and SERVERS (#17)
+    assert len(cf.Cap) == 65  # LOCKS (#16), STATS and SERVERS (#17), HEADERS (#19)
     for cap in cf.Cap:
         assert cap.value == cap.name.lower()
         assert cap.doc and "\n" not in cap.doc and cap.doc.endswith(".")

@@ -39,6 +39,7 @@ MIGRATIONS = [
     "010_run_labels",
     "011_servers",
     "012_keys",
+    "013_headers",
 ]
 
 
@@ -168,7 +169,7 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
-        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys are",
+        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys, 013_headers are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -184,7 +185,7 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
-        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys are",
+        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys, 013_headers are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]

@@ -197,6 +197,9 @@ class Dispatcher:
             return True  # maybe some of it went through: look for work anyway
         if reclaimed.requeued:
             state.log.info("took back %d attempt(s) whose leases expired", reclaimed.requeued)
+        if state.observers and (reclaimed.requeued or reclaimed.abandoned):
+            requeued, abandoned = reclaimed.requeued, len(reclaimed.abandoned)
+            state.tell(lambda o: o.took_over(requeued, abandoned))
         for expired in reclaimed.abandoned:
             self._runner.abandon(expired)
         fired = self._fire_schedules(now)
