@@ -27,6 +27,7 @@ from .durability import DurabilityTests
 from .enqueue import (
     BatchEnqueueTests,
     DelayedStartTests,
+    HeadersTests,
     IdempotencyTests,
     PayloadLimitTests,
     RetriedEnqueueTests,
@@ -84,6 +85,7 @@ class ConformanceSuite(
     IdempotencyTests,
     DelayedStartTests,
     BatchEnqueueTests,
+    HeadersTests,
     PayloadLimitTests,
     RetriedEnqueueTests,
     LeaseTests,
