@@ -24,10 +24,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+from ._names import MAX_HEADER_VALUE, MAX_HEADERS
 from .context import StepContext
 from .store import ClaimedAttempt, Outcome
 
-__all__ = ["EngineObserver", "EnqueueHook", "StepMiddleware", "chain"]
+__all__ = [
+    "MAX_HEADERS",
+    "MAX_HEADER_VALUE",
+    "EngineObserver",
+    "EnqueueHook",
+    "StepMiddleware",
+    "chain",
+]
 
 StepMiddleware: TypeAlias = Callable[[StepContext, Callable[[], Any]], Any]
 """``mw(ctx, call_next) -> result``: runs around every step attempt (first registered
@@ -38,7 +46,10 @@ EnqueueHook: TypeAlias = Callable[[str, dict[str, str]], None]
 """``hook(workflow, headers)``: called for every run a client enqueues, before it is
 written, with the workflow's name and the headers made so far (the hooks' own, in the
 order they were added); it adds or changes entries in ``headers``. Headers the caller
-gave to ``enqueue(headers=...)`` are applied after every hook, so they win."""
+gave to ``enqueue(headers=...)`` are applied after every hook, so they win. A run has at
+most :data:`MAX_HEADERS` headers, each name 1-64 letters, digits, ``_``, ``.`` or ``-``
+and each value at most :data:`MAX_HEADER_VALUE` characters; the enqueue is refused
+(:class:`~cairnflow.InvalidName`, nothing written) otherwise."""
 
 
 class EngineObserver:
