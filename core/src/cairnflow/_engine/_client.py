@@ -633,15 +633,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         names the run id, whose fate is unknown.
         """
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(
-            name,
-            payload,
-            key=key,
-            delay=_seconds(delay),
-            labels=labels,
-            queue=queue,
-            headers=headers,
-        )
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
         return self._create([job])[0]
 
     def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
@@ -680,15 +672,7 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         """
         self._state.require(Cap.TRANSACTIONAL_ENQUEUE, "enqueue_tx()")
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(
-            name,
-            payload,
-            key=key,
-            delay=_seconds(delay),
-            labels=labels,
-            queue=queue,
-            headers=headers,
-        )
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
         return self._create([job], tx=tx, wake=False)[0]
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> RunRef:
