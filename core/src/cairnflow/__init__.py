@@ -68,6 +68,7 @@ from ._models import (
     StepStatus,
 )
 from ._queues import QueueConfig
+from ._rates import Rate, RateTake
 from ._version import SPI_VERSION, __version__
 from .codec import Codec, JSONCodec
 from .context import StepContext
@@ -75,7 +76,7 @@ from .drivers import open_store
 from .notify import LocalNotifier, Notifier
 from .retry import NO_RETRY, Backoff, RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, Window
-from .state import Journal, Locks
+from .state import Journal, Locks, RateLimiter
 from .store import MemoryStore, SignalResult, Store
 from .workflow import DEFAULT_QUEUE, Concurrency, Sleep, Step, Wait, Workflow
 
@@ -113,6 +114,9 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "QueueConfig",
+    "Rate",
+    "RateLimiter",
+    "RateTake",
     "Recycle",
     "RetryPolicy",
     "RunError",

@@ -131,6 +131,7 @@ class Dispatcher:
             elif state.pop_due_timers(now):
                 self._housekeeping(now)
                 state.request_claim()
+            state.pop_due_claim_timers(now)
             self._claim()
             state.wake_event.wait(self._sleep_for(next_poll))
 

@@ -1,5 +1,5 @@
 """The ``cairn`` command line: demo, worker, migrate, runs, show, schedules, pauses, drivers,
-retry, cancel, delete, stats, servers.
+retry, cancel, delete, signal, stats, servers.
 
 The commands are defined in :mod:`._commands`; the pause commands (:mod:`._pauses`),
 the run timing commands (:mod:`._timing`), the operator's acts on runs (:mod:`._admin`)
@@ -7,13 +7,25 @@ and ``cairn stats`` / ``cairn servers`` (:mod:`._stats`), in modules of their ow
 added to the group here.
 """
 
-from ._admin import cancel, delete, retry
+from ._admin import cancel, delete, retry, signal
 from ._commands import RECYCLE_EXIT_STATUS, main, run
 from ._pauses import pause, pauses, resume
 from ._stats import servers, stats
 from ._timing import due, run_group
 
-for _command in (pause, resume, pauses, run_group, due, retry, cancel, delete, stats, servers):
+for _command in (
+    pause,
+    resume,
+    pauses,
+    run_group,
+    due,
+    retry,
+    cancel,
+    delete,
+    signal,
+    stats,
+    servers,
+):
     main.add_command(_command)
 
 __all__ = ["RECYCLE_EXIT_STATUS", "main", "run"]

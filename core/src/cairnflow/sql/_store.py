@@ -16,7 +16,8 @@ hands the call to its part:
 * :mod:`._transactions`: the transaction runner, retries, error sorting;
 * :mod:`._schema`: migrations, the ledger, the schema check;
 * :mod:`._enqueue`: ``create_runs``, ``create_runs_in``;
-* :mod:`._claims`: ``claim`` (a global queue limit: :mod:`._limiters`);
+* :mod:`._claims`: ``claim`` (global queue limits and rate limits: :mod:`._limiters`,
+  which also carries the ``RateLimiting`` facet's ``take_tokens``);
 * :mod:`._leases`: ``renew``, ``heartbeat``, ``record_progress``, ``hand_back``,
   ``reclaim_expired``;
 * :mod:`._outcomes`: ``finish*``, ``advance_due``, ``send_signal``, ``cancel_run``;
@@ -42,6 +43,7 @@ from typing import Any
 from .._caps import Cap
 from .._checks import check_int
 from .._models import RunError
+from .._rates import Rate, RateTake
 from .._version import SPI_VERSION
 from ..notify import Notifier
 from ..store import (
@@ -130,6 +132,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.QUEUE,
         Cap.QUEUE_OVERRIDE,
         Cap.QUEUE_LIMIT_GLOBAL,
+        Cap.RATE_LIMIT,
         Cap.CONCURRENCY_KEY,
         Cap.KEY_FIFO,
         Cap.PAUSE_QUEUE,
@@ -476,6 +479,11 @@ class SQLStore:
     ) -> bytes | None:
         """Record ``value`` unless the key holds one, fenced by ``lease`` (its step row locked)."""
         return self._journal.record_journal(scope, step, name, value, lease=lease, now=now)
+
+    # -- rate limits -------------------------------------------------------------------------
+    def take_tokens(self, name: str, rate: Rate, n: int, now: int) -> RateTake:
+        """Take ``n`` tokens of bucket ``name`` (its row locked); nothing written when refused."""
+        return self._claims.limiters.take(name, rate, n, now)
 
     # -- named locks -------------------------------------------------------------------------
     def take_lock(self, name: str, token: str, *, now: int, until: int) -> bool:
