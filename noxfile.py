@@ -181,8 +181,12 @@ def tests_under_load(session: nox.Session) -> None:
             burner.wait()
 
 
+# What tests of documented recipes need beyond the drivers (the web-app guide's Starlette app).
+RECIPE_DEPS = ["starlette>=0.37", "httpx>=0.27"]
+
+
 def _tests(session: nox.Session) -> None:
-    _install_all(session, "ruff>=0.5", "mypy>=1.10", *_contrib())
+    _install_all(session, "ruff>=0.5", "mypy>=1.10", *RECIPE_DEPS, *_contrib())
     session.run("ruff", "check", ".")
     session.run("mypy", "--strict", *_typed())
     pytest = ["pytest", "-p", "no:cacheprovider", *session.posargs]

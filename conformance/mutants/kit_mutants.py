@@ -290,6 +290,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "locks",
         "unlock releases the lock whatever the token: a stale holder frees the new one's",
     ),
+    Mutant(
+        "rate-uncharged",
+        f"{SQL}/_limiters.py",
+        "        if leased:\n            tat = _rates.charge(",
+        "        if leased and False:\n            tat = _rates.charge(",
+        "rate_limit",
+        "a rate-limited queue's claim leases within the bucket's room but never charges it",
+    ),
+    Mutant(
+        "rate-room-ignored",
+        f"{SQL}/_claims.py",
+        "room[name] = min(room.get(name, request.limit), buckets.room(name))",
+        "room[name] = room.get(name, request.limit)",
+        "rate_limit",
+        "a rate-limited queue's claim asks for its free workers, not the tokens its bucket holds",
+    ),
 )
 
 

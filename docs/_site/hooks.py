@@ -36,8 +36,16 @@ PUBLISHED = {
 for readme in sorted(ROOT.glob("contrib/*/README.md")):
     PUBLISHED[readme.relative_to(ROOT).as_posix()] = f"contrib/{readme.parent.name}.md"
 
+# Pictures a published README shows (contrib/NAME/docs/*.png: the dashboard's screenshots),
+# published at their repository path; the README's image links are rewritten to them.
+IMAGES = {
+    image.relative_to(ROOT).as_posix(): image.relative_to(ROOT).as_posix()
+    for image in sorted(ROOT.glob("contrib/*/docs/*.png"))
+}
+
 _SOURCE_OF = {site: repo for repo, site in PUBLISHED.items()}
 _LINK = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s]+)\)")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s:#]+)\)")
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -48,6 +56,8 @@ def on_files(files: Files, config: Any) -> Files:
             files.append(
                 File.generated(config, site_path, content=source.read_text(encoding="utf-8"))
             )
+    for repo_path, site_path in IMAGES.items():
+        files.append(File.generated(config, site_path, content=(ROOT / repo_path).read_bytes()))
     return files
 
 
@@ -81,4 +91,11 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         relative = posixpath.relpath(site_target, site_dir or ".")
         return f"[{text}]({relative}{'#' + anchor if anchor else ''})"
 
-    return _LINK.sub(rewrite, markdown)
+    def rewrite_image(match: re.Match[str]) -> str:
+        repo_target = posixpath.normpath(posixpath.join(here_dir, match.group(2)))
+        if repo_target not in IMAGES:
+            return match.group(0)  # left alone: --strict reports it if it is missing
+        relative = posixpath.relpath(IMAGES[repo_target], site_dir or ".")
+        return f"![{match.group(1)}]({relative})"
+
+    return _IMAGE.sub(rewrite_image, _LINK.sub(rewrite, markdown))

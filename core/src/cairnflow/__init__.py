@@ -20,6 +20,7 @@
 from . import clock, middleware
 from ._caps import Cap
 from ._engine import (
+    AsyncClient,
     Client,
     Elector,
     RunList,
@@ -85,6 +86,7 @@ __all__ = [
     "NO_RETRY",
     "SPI_VERSION",
     "Abandoned",
+    "AsyncClient",
     "Backoff",
     "CairnError",
     "Cancelled",

@@ -260,3 +260,18 @@ def test_enqueue_hooks_add_headers_the_caller_overrides(make_client: Factory, on
     with pytest.raises(cf.InvalidName):
         client.enqueue("mw-hooks")
     assert len(client.runs().runs) == before  # nothing written
+
+
+def test_the_async_client_enqueues_with_headers_and_hooks(
+    make_client: Factory, on: cf.Store
+) -> None:
+    wf = cf.Workflow("mw-async-headers", steps=[cf.Step("a", lambda c, d: dict(c.headers))])
+    client = make_client(wf, on=on, enqueue_hooks=[lambda w, h: h.update(hook=w)])
+
+    async def main() -> cf.RunRef:
+        async with cf.AsyncClient(client, threads=1) as aio:
+            return await aio.enqueue("mw-async-headers", headers={"tenant": "acme"})
+
+    ref = asyncio.run(main())
+    info = client.wait(ref, timeout=TIMEOUT)
+    assert info.result == {"hook": "mw-async-headers", "tenant": "acme"}

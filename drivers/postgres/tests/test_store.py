@@ -366,6 +366,26 @@ def test_the_applications_pool_is_used_and_never_closed(
         assert owned.get_run("nothing") is None
 
 
+def test_open_store_takes_the_applications_pool(
+    postgres_url: str, make_store: StoreFactory, make_client: ClientFactory
+) -> None:
+    # Issue #19: open_store(url, pool=...) said "takes exactly one of dsn= and pool=".
+    with ConnectionPool(postgres_url, min_size=1, max_size=8, open=True) as pool:
+        prefix = unique_prefix()
+        owned = make_store(prefix=prefix)  # creates the tables (and drops them afterwards)
+        for url in (postgres_url, "postgresql://", f"postgres://?table_prefix={prefix}"):
+            store = cf.open_store(url, pool=pool, table_prefix=prefix)
+            try:
+                assert isinstance(store, PostgresStore) and store.pool is pool
+                assert run_one(make_client, store).status is cf.Status.SUCCEEDED
+            finally:
+                store.close()
+            assert not pool.closed
+        with pytest.raises(cf.CairnError, match=r"connection parameters \(sslmode\)"):
+            cf.open_store(f"{postgres_url}?sslmode=disable", pool=pool, table_prefix=prefix)
+        assert owned.get_run("nothing") is None
+
+
 def test_the_dialect_makes_autocommit_connections_transactional(postgres_url: str) -> None:
     from cairnflow_postgres import PostgresDialect
 

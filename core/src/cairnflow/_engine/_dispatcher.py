@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 
+from . import _events as events
 from ._attempt import End, monotonic
 from ._leader import Elector
 from ._runner import StepRunner
@@ -197,11 +198,12 @@ class Dispatcher:
             state.log.warning("housekeeping failed; retrying at the next poll", exc_info=True)
             return True  # maybe some of it went through: look for work anyway
         if reclaimed.requeued:
-            state.log.info("took back %d attempt(s) whose leases expired", reclaimed.requeued)
+            events.leases_taken_back(reclaimed.requeued, state.settings.node_id)
         if state.observers and (reclaimed.requeued or reclaimed.abandoned):
             requeued, abandoned = reclaimed.requeued, len(reclaimed.abandoned)
             state.tell(lambda o: o.took_over(requeued, abandoned))
         for expired in reclaimed.abandoned:
+            events.attempt_abandoned(expired, state.settings.node_id)
             self._runner.abandon(expired)
         fired = self._fire_schedules(now)
         return bool(

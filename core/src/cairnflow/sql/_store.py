@@ -15,7 +15,8 @@ hands the call to its part:
 
 * :mod:`._transactions`: the transaction runner, retries, error sorting;
 * :mod:`._schema`: migrations, the ledger, the schema check;
-* :mod:`._enqueue`: ``create_runs``, ``create_runs_in``;
+* :mod:`._enqueue`: ``create_runs``, ``create_runs_in``; :mod:`._async_enqueue`: the
+  same on an async connection;
 * :mod:`._claims`: ``claim`` (global queue limits and rate limits: :mod:`._limiters`,
   which also carries the ``RateLimiting`` facet's ``take_tokens``);
 * :mod:`._leases`: ``renew``, ``heartbeat``, ``record_progress``, ``hand_back``,
@@ -74,6 +75,7 @@ from ..store import (
 )
 from ..store import Schedules as SchedulesFacet
 from ._admin import Admin
+from ._async_enqueue import AsyncEnqueue
 from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
@@ -216,6 +218,7 @@ class SQLStore:
         self._context = context
         self._schema = Schema(context)
         self._enqueue = Enqueue(context)
+        self._async_enqueue = AsyncEnqueue(context, self._enqueue)
         self._claims = Claims(context)
         self._leases = Leases(context)
         self._errors = ErrorLog(context)
@@ -312,6 +315,14 @@ class SQLStore:
         usable; with a notifier, the wake-up is queued in that transaction.
         """
         return self._enqueue.create_runs_in(tx, runs)
+
+    async def create_runs_in_async(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
+        """:meth:`create_runs_in` on the application's async connection (an awaited enqueue).
+
+        The same statements, awaited on ``tx``
+        (:meth:`Dialect.async_application_connection`, :meth:`Dialect.send_in_savepoint`).
+        """
+        return await self._async_enqueue.create_runs_in(tx, runs)
 
     # -- claiming and leases -----------------------------------------------------------------
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:

@@ -47,6 +47,7 @@ __all__ = [
     "ENGINE_ONLY",
     "FACETS",
     "KERNEL",
+    "AsyncTransactionalEnqueue",
     "BatchOutcomes",
     "ErrorHistory",
     "Facet",
@@ -110,6 +111,21 @@ class TransactionalEnqueue(Protocol):
 
     def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
         """Create ``runs`` in the application's transaction ``tx``; return their ids."""
+        ...
+
+
+@runtime_checkable
+class AsyncTransactionalEnqueue(Protocol):
+    """``create_runs_in`` on the application's async connection (an awaited ``enqueue_tx``).
+
+    Carries no capability of its own: it is ``Cap.TRANSACTIONAL_ENQUEUE`` for
+    async callers (:class:`cairnflow.AsyncClient`), and a store that declares that
+    capability may have it. Requirement: what :meth:`TransactionalEnqueue.create_runs_in`
+    promises, every statement awaited on ``tx``, none blocking the event loop.
+    """
+
+    async def create_runs_in_async(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
+        """Create ``runs`` in the application's async transaction ``tx``; return their ids."""
         ...
 
 
@@ -758,6 +774,8 @@ class StoreFacets:
     stats: RunStats | None = None
     servers: Servers | None = None
     rates: RateLimiting | None = None
+    async_transactional: AsyncTransactionalEnqueue | None = None
+    """The transactional enqueue on async connections, where the store has it."""
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -797,6 +815,12 @@ class StoreFacets:
             stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
             servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,
             rates=store if Cap.RATE_LIMIT in caps and isinstance(store, RateLimiting) else None,
+            async_transactional=(
+                store
+                if Cap.TRANSACTIONAL_ENQUEUE in caps
+                and isinstance(store, AsyncTransactionalEnqueue)
+                else None
+            ),
         )
 
 
