@@ -17,7 +17,7 @@
         print(client.wait(ref).status)
 """
 
-from . import clock
+from . import clock, middleware
 from ._caps import Cap
 from ._engine import (
     ArchivedRuns,
@@ -165,5 +165,6 @@ __all__ = [
     "Workflow",
     "__version__",
     "clock",
+    "middleware",
     "open_store",
 ]

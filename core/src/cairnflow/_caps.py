@@ -115,6 +115,10 @@ class Cap(StrEnum):
     SHUTDOWN_REQUEUE = "shutdown_requeue", "A stopping client reports the attempts it handed back."
     FORCE_RUN = "force_run", "A delayed or paused run can be started now."
     LABEL_PREFIX = "label_prefix", "Runs can be searched by label, exactly and by prefix."
+    HEADERS = (
+        "headers",
+        "Runs carry string headers from enqueue to every step's context and to show().",
+    )
     SERVERS = (
         "servers",
         "Every started client keeps a heartbeat row; live and lately dead servers are listed.",

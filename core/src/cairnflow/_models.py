@@ -127,6 +127,8 @@ class Job:
     delay: float | None = None
     labels: Mapping[str, str] | None = None
     queue: str | None = None
+    headers: Mapping[str, str] | None = None
+    """Headers kept with the run and read by its steps as ``ctx.headers`` (``Cap.HEADERS``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +254,8 @@ class RunInfo:
     steps: Mapping[str, StepInfo] = field(default_factory=dict)
     result: Any = None
     error: ErrorInfo | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers given at enqueue and added by the client's enqueue hooks (``Cap.HEADERS``)."""
 
     @property
     def ref(self) -> RunRef:

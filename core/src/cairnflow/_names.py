@@ -61,24 +61,53 @@ def check_key(value: object) -> str:
 
 def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
     """Return a plain dict of ``labels`` once every key and value is valid."""
-    if labels is None:
+    return _check_strings("label", labels, MAX_LABELS, _LABEL_KEY, _LABEL_KEY_RULE, MAX_LABEL_VALUE)
+
+
+MAX_HEADERS = 16
+MAX_HEADER_VALUE = 1024
+_HEADER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+_HEADER_KEY_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
+
+
+def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Return a plain dict of run ``headers`` once every key and value is valid.
+
+    Headers carry context from the enqueuing code to every step (a trace
+    context, a tenant): a few short strings, kept with the run as one JSON object.
+    """
+    return _check_strings(
+        "header", headers, MAX_HEADERS, _HEADER_KEY, _HEADER_KEY_RULE, MAX_HEADER_VALUE
+    )
+
+
+def _check_strings(
+    noun: str,
+    given: Mapping[str, str] | None,
+    most: int,
+    key_pattern: re.Pattern[str],
+    key_rule: str,
+    longest: int,
+) -> dict[str, str]:
+    """The one check of a run's string maps (labels, headers): a plain dict, or InvalidName."""
+    if given is None:
         return {}
-    if not isinstance(labels, Mapping):
-        raise InvalidName(f"labels must be a mapping of str to str, got {type(labels).__name__}")
-    if len(labels) > MAX_LABELS:
-        raise InvalidName(f"a run has at most {MAX_LABELS} labels, got {len(labels)}")
+    if not isinstance(given, Mapping):
+        raise InvalidName(f"{noun}s must be a mapping of str to str, got {type(given).__name__}")
+    if len(given) > most:
+        raise InvalidName(f"a run has at most {most} {noun}s, got {len(given)}")
     checked: dict[str, str] = {}
-    for key, value in labels.items():
-        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
-            raise InvalidName(f"invalid label key {key!r}: a label key is {_LABEL_KEY_RULE}")
+    for key, value in given.items():
+        if not isinstance(key, str) or not key_pattern.fullmatch(key):
+            raise InvalidName(f"invalid {noun} key {key!r}: a {noun} key is {key_rule}")
         if not isinstance(value, str):
             raise InvalidName(
-                f"invalid value for label {key!r}: a label value is a str, "
+                f"invalid value for {noun} {key!r}: a {noun} value is a str, "
                 f"got {type(value).__name__}"
             )
-        if len(value) > MAX_LABEL_VALUE or "\x00" in value:
+        if len(value) > longest or "\x00" in value:
             raise InvalidName(
-                f"invalid value for label {key!r}: at most {MAX_LABEL_VALUE} characters, no NUL"
+                f"invalid value for {noun} {key!r}: at most {longest} characters, no NUL"
             )
         checked[key] = value
     return checked

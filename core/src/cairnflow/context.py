@@ -73,6 +73,7 @@ class StepContext:
         "_control",
         "attempt",
         "deadline",
+        "headers",
         "labels",
         "node_id",
         "parents",
@@ -98,6 +99,7 @@ class StepContext:
         deadline: float | None,
         cancel_event: threading.Event | Cancellation,
         control: _AttemptControl,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.run_id = run_id
         self.workflow = workflow
@@ -106,6 +108,8 @@ class StepContext:
         self.payload = payload
         self.parents = parents
         self.labels = labels
+        self.headers: Mapping[str, str] = {} if headers is None else headers
+        """The run's headers (``Cap.HEADERS``): given at enqueue, or added by enqueue hooks."""
         self.node_id = node_id
         self.queue = queue
         self.deadline = deadline

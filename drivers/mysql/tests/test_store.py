@@ -53,6 +53,7 @@ MIGRATIONS = [
     "024_step_history",
     "025_step_history_trigger",
     "026_runs_overdue",
+    "027_headers",
 ]
 
 

@@ -44,6 +44,7 @@ MIGRATIONS = [
     "015_step_history",
     "016_step_history_trigger",
     "017_runs_overdue",
+    "018_headers",
 ]
 
 

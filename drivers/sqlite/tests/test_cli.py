@@ -83,6 +83,24 @@ def test_show_prints_the_step_history(tmp_path: Path) -> None:
     assert events == ["claimed", "retried", "claimed", "succeeded"], shown.stdout
 
 
+def test_show_prints_a_runs_headers(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    wf = cf.Workflow("headed", steps=[cf.Step("a", lambda c, d: d)])
+    client = cf.Client(store)
+    client.register(wf)
+    ref = client.enqueue(wf, 1, headers={"traceparent": "00-abc-def-01", "tenant": "[acme]"})
+    bare = client.enqueue(wf, 2)
+    store.close()
+    shown = cairn("show", url, ref.id)
+    assert shown.returncode == 0, shown.stderr
+    assert "headers: {'traceparent': '00-abc-def-01', 'tenant': '[acme]'}" in shown.stdout
+    plain = cairn("show", url, bare.id)
+    assert plain.returncode == 0, plain.stderr
+    assert "headers" not in plain.stdout
+
+
 def test_runs_are_filtered_counted_and_paged_from_the_command_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     store = cf.open_store(url)

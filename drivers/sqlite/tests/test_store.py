@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sqlite3
 import threading
@@ -49,6 +50,7 @@ MIGRATIONS = [
     "015_archive",
     "016_step_history",
     "017_runs_overdue",
+    "018_headers",
 ]
 
 
@@ -141,12 +143,37 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
         for name in ("_steps_of", "_steps_with_runs", "_expired", "end_run", "_runs_succeeded"):
             text = re.sub(r",\s*(s\.)?concurrency_key\b", "", getattr(q, name))
             setattr(q, name, re.sub(r",\s*fifo_key = NULL", "", text))
+    if version < 15:  # a release before run headers: its statements read and write none
+        _without_headers(store)
     if version < 6:  # a release before pauses: its claim reads no pauses table
         store._queries._ready = (
             f"SELECT id FROM {store.tables.steps} WHERE status = 'ready' AND queue = ? "
             "AND workflow IN ({workflows}) AND queue = ? ORDER BY priority DESC, due_at, id LIMIT ?"
         )
     return store
+
+
+def _without_headers(store: SQLiteStore) -> None:
+    """Make ``store``'s statements those of a release before run headers (Cap.HEADERS)."""
+    q = store._queries
+    for name, text in list(vars(q).items()):
+        if isinstance(text, str) and "headers" in text:
+            setattr(q, name, re.sub(r",\s*(r\.)?headers\b", "", text))
+    runs = q.insert_runs
+    q.insert_runs = dataclasses.replace(
+        runs,
+        columns=runs.columns[:-1],
+        types=runs.types[:-1],
+        single=re.sub(r", \?\)$", ")", re.sub(r",\s*headers\b", "", runs.single)),
+    )
+    enqueue = store._enqueue
+    insert = enqueue.insert
+
+    def insert_without_headers(cur: Any, rows: Any) -> list[str]:
+        run_ids, run_rows, *rest = rows
+        return insert(cur, (run_ids, [row[:-1] for row in run_rows], *rest))
+
+    enqueue.insert = insert_without_headers  # type: ignore[method-assign]
 
 
 def scheduled() -> cf.Workflow:

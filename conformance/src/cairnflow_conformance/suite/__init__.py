@@ -28,6 +28,7 @@ from .durability import DurabilityTests
 from .enqueue import (
     BatchEnqueueTests,
     DelayedStartTests,
+    HeadersTests,
     IdempotencyTests,
     PayloadLimitTests,
     RetriedEnqueueTests,
@@ -90,6 +91,7 @@ class ConformanceSuite(
     IdempotencyTests,
     DelayedStartTests,
     BatchEnqueueTests,
+    HeadersTests,
     PayloadLimitTests,
     RetriedEnqueueTests,
     LeaseTests,

@@ -78,9 +78,7 @@ def claim_tokens(store: Store, workflow: str) -> dict[str, str]:
     return {a.run_id: a.token for a in claim_all(store, workflow)}
 
 
-def enqueue_and_claim(
-    kit: Kit, workflow: str, runs: int
-) -> tuple[list[cf.RunRef], dict[str, str]]:
+def enqueue_and_claim(kit: Kit, workflow: str, runs: int) -> tuple[list[cf.RunRef], dict[str, str]]:
     """``runs`` runs of a one-step ``workflow``, every step claimed: (refs, run id -> token)."""
     client = kit.client(cf.Workflow(workflow, steps=[cf.Step("a", lambda c, d: d)]), start=False)
     refs = [client.enqueue(workflow, n) for n in range(runs)]

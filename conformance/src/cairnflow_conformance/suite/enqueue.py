@@ -1,5 +1,5 @@
 """Enqueue rules: IDEMPOTENCY (under a race), DELAYED_START, BATCH_ENQUEUE, PAYLOAD_LIMIT,
-and ``create_runs`` sent again after an unknown commit outcome (every store)."""
+HEADERS, and ``create_runs`` sent again after an unknown commit outcome (every store)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any, cast
 
 import pytest
 
@@ -21,6 +22,7 @@ from ._shared import TIMEOUT, claim_tokens
 __all__ = [
     "BatchEnqueueTests",
     "DelayedStartTests",
+    "HeadersTests",
     "IdempotencyTests",
     "PayloadLimitTests",
     "RetriedEnqueueTests",
@@ -239,6 +241,58 @@ class BatchEnqueueTests:
         assert cairnflow_kit.run_count() == 301
         assert client.runs(label_prefix=("batch", "b"), count=True).total == 300
         assert len(cairnflow_kit.stored(refs[-1]).steps) == 2
+
+
+class HeadersTests:
+    """``Cap.HEADERS``: headers kept with a run, read by every step and by ``info()``."""
+
+    @proves(Cap.HEADERS)
+    def test_headers_reach_every_step_and_are_shown(self, cairnflow_kit: Kit) -> None:
+        seen: list[tuple[str, int, dict[str, str]]] = []
+
+        def look(ctx: cf.StepContext, data: object) -> object:
+            seen.append((ctx.step, ctx.attempt, dict(ctx.headers)))
+            if ctx.step == "b" and ctx.attempt == 1:
+                raise RuntimeError("once more: a retry reads the headers again")
+            return data
+
+        retry = cf.RetryPolicy(max_attempts=2, backoff=cf.Backoff(initial=0.01, max=0.01))
+        wf = cf.Workflow("kit-headers")
+        wf.step(look, name="a")
+        wf.step(look, name="b", after=["a"], retry=retry)
+
+        def tenant(workflow: str, headers: dict[str, str]) -> None:
+            headers["tenant"] = f"acme/{workflow}"
+            headers["traceparent"] = "from-the-hook"
+
+        client = cairnflow_kit.client(wf, enqueue_hooks=[tenant])
+        given = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+        ref = client.enqueue("kit-headers", 1, headers=given)
+        plain = client.enqueue("kit-headers", 2)
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED
+        expected = {"tenant": "acme/kit-headers", **given}  # the caller's win over the hook's
+        assert dict(info.headers) == expected
+        assert client.wait(plain, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+        hooked = {"tenant": "acme/kit-headers", "traceparent": "from-the-hook"}
+        assert dict(client.info(plain).headers) == hooked
+        mine = [(step, attempt) for step, attempt, headers in seen if headers == expected]
+        assert sorted(mine) == [("a", 1), ("b", 1), ("b", 2)]
+        # A client without hooks stores none, and reads what another client stored.
+        bare = cairnflow_kit.client(_echo(), start=False)
+        assert dict(bare.info(ref).headers) == expected
+        none = bare.enqueue("kit-echo", 3)
+        assert dict(bare.info(none).headers) == {}
+
+    @proves(Cap.HEADERS)
+    def test_bad_headers_are_refused_before_any_write(self, cairnflow_kit: Kit) -> None:
+        client = cairnflow_kit.client(_echo(), start=False)
+        for bad in ({"": "x"}, {"a b": "x"}, {"k": 1}, {"k": "\x00"}, {"k": "x" * 1025}):
+            with pytest.raises(cf.InvalidName):
+                client.enqueue("kit-echo", 1, headers=cast(Any, bad))  # a wrong type on purpose
+        with pytest.raises(cf.InvalidName):
+            client.enqueue_many([cf.Job("kit-echo", 1), cf.Job("kit-echo", 2, headers={"?": ""})])
+        assert cairnflow_kit.run_count() == 0
 
 
 class PayloadLimitTests:

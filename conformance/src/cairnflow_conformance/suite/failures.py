@@ -124,7 +124,6 @@ class RetryTests:
         assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
         assert attempts == [1, 2, 3]
 
-
     @proves(Cap.RETRY)
     def test_a_retry_is_claimable_only_once_its_backoff_is_over(self, cairnflow_kit: Kit) -> None:
         # At the SPI, on explicit times (a store never reads a clock): a failure with a

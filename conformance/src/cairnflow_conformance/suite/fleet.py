@@ -277,9 +277,7 @@ class FleetTests:
         assert {node for _, node in steps.began} == {_FINISHER}
 
     @proves(Cap.ENQUEUE_ONLY, requires=(Cap.NOTIFY, Cap.MULTI_PROCESS))
-    def test_an_enqueue_only_client_wakes_an_idle_worker_process(
-        self, cairnflow_kit: Kit
-    ) -> None:
+    def test_an_enqueue_only_client_wakes_an_idle_worker_process(self, cairnflow_kit: Kit) -> None:
         kit = cairnflow_kit
         # The worker polls once at its start, then only a notification admits work.
         worker = kit.processes.spawn("kit-sleeper", poll=_LONG_POLL)

@@ -226,6 +226,14 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.DRAIN, "stop-when-idle", lambda k: _started(k).stop_when_idle(1)),
     Refusal(Cap.DRAIN, "recycle", lambda k: cf.Client(k.store, recycle=cf.Recycle(jobs=1))),
     Refusal(Cap.SHUTDOWN_REQUEUE, "wait-stopped", lambda k: _stopped(k).wait_stopped(1)),
+    Refusal(
+        Cap.HEADERS,
+        "enqueue-headers",
+        lambda k: _idle(k).enqueue("kit-plain", 1, headers={"a": "b"}),
+    ),
+    Refusal(
+        Cap.HEADERS, "enqueue-hook", lambda k: cf.Client(k.store, enqueue_hooks=[lambda w, h: None])
+    ),
     Refusal(Cap.ENQUEUE_ONLY, "enqueue-only", lambda k: cf.Client(k.store, enqueue_only=True)),
     Refusal(Cap.JOURNAL, "journal", lambda k: cf.Journal(k.store)),
     Refusal(Cap.LOCKS, "locks", lambda k: cf.Locks(k.store)),

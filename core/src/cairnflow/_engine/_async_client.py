@@ -89,12 +89,14 @@ class AsyncClient:
         delay: float | timedelta | None = None,
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RunRef:
         """:meth:`Client.enqueue <cairnflow.Client.enqueue>`, in the thread pool."""
         enqueue = self._client.enqueue
         return await self._call(
-            enqueue, workflow, payload, key=key, delay=delay, labels=labels, queue=queue
-        )
+            enqueue, workflow, payload, key=key, delay=delay, labels=labels, queue=queue,
+            headers=headers,
+        )  # fmt: skip
 
     async def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
         """:meth:`Client.enqueue_many <cairnflow.Client.enqueue_many>`, in the thread pool."""
@@ -110,6 +112,7 @@ class AsyncClient:
         delay: float | timedelta | None = None,
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RunRef:
         """Enqueue inside the application's async transaction ``tx``; awaited on it.
 
@@ -133,7 +136,7 @@ class AsyncClient:
                 "connection: use client.enqueue_tx() with its sync connection"
             )
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels, queue=queue)
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
         # Built in the pool: the run's "now" may be the database's clock, which reads the
         # database when it resyncs (database_clock=True, once a minute).
         new = await self._call(lambda: client._new_run(job, state.now()))

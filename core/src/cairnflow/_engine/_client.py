@@ -20,12 +20,13 @@ from .._errors import (
 )
 from .._fleet import HandedBack, Recycle, StopCause, StopReport
 from .._models import Job, RunError, RunInfo, RunRef, Status, StepEvent, StepKind
-from .._names import check_key, check_labels, check_name
+from .._names import check_headers, check_key, check_labels, check_name
 from .._queues import QueueConfig
 from ..clock import Clock, DatabaseClock, Real, Subscribable
 from ..codec import Codec, JSONCodec
 from ..drivers import check_spi_version
 from ..ids import IdGenerator, default_id_generator
+from ..middleware import EngineObserver, EnqueueHook, StepMiddleware
 from ..notify import Notifier
 from ..retry import JitterSource
 from ..store import (
@@ -134,6 +135,11 @@ class Client(
     at a time (the prune lock); default None: runs are kept until deleted
     (docs/retention.md says why). ``archive=True`` (``Cap.ARCHIVE``) moves them
     to the archive instead (:meth:`archived_runs`).
+    ``middleware`` run around every step attempt, the first outermost
+    (:meth:`use` adds more); ``observers`` are told of claims, takeovers and
+    outcomes (:meth:`observe`); ``enqueue_hooks`` add headers to every run this
+    client enqueues (``Cap.HEADERS``; :meth:`add_enqueue_hook`). See
+    :mod:`cairnflow.middleware` and docs/middleware.md.
     """
 
     def __init__(
@@ -172,6 +178,9 @@ class Client(
         prune_interval: float = 60.0,
         prune_chunk: int = 200,
         archive: bool = False,
+        middleware: Iterable[StepMiddleware] = (),
+        observers: Iterable[EngineObserver] = (),
+        enqueue_hooks: Iterable[EnqueueHook] = (),
     ) -> None:
         check_spi_version(store.spi_version, f"store {type(store).__qualname__}")
         facets = StoreFacets.of(store)
@@ -226,6 +235,13 @@ class Client(
             notifier=chosen,
             logger=logger or logging.getLogger("cairnflow"),
         )
+        self._hooks: tuple[EnqueueHook, ...] = ()
+        for mw in middleware:
+            self.use(mw)
+        for observer in observers:
+            self.observe(observer)
+        for hook in enqueue_hooks:
+            self.add_enqueue_hook(hook)
         self._reads = RunReader(self._state)
         self._writer = RunWriter(self._state, id_generator)
         if on_tick is not None:
@@ -272,6 +288,34 @@ class Client(
                 f"leader_election takes True or an Elector (start, stop, is_leader), got {choice!r}"
             )
         return choice
+
+    # -- integrations -------------------------------------------------------------------------
+    def use(self, middleware: StepMiddleware) -> None:
+        """Run ``middleware(ctx, call_next)`` around every step attempt of this client.
+
+        Middleware added first runs outermost. Add them before :meth:`start`: an
+        attempt already running keeps the chain it began with.
+        """
+        if not callable(middleware):
+            raise TypeError(f"a step middleware is a callable (ctx, call_next), got {middleware!r}")
+        state = self._state
+        state.middleware = (*state.middleware, middleware)
+
+    def observe(self, observer: EngineObserver) -> None:
+        """Tell ``observer`` (a :class:`~cairnflow.middleware.EngineObserver`) what happens."""
+        if not isinstance(observer, EngineObserver):
+            raise TypeError(
+                f"observe() takes a cairnflow.middleware.EngineObserver, got {observer!r}"
+            )
+        state = self._state
+        state.observers = (*state.observers, observer)
+
+    def add_enqueue_hook(self, hook: EnqueueHook) -> None:
+        """Call ``hook(workflow, headers)`` for every run this client enqueues (``Cap.HEADERS``)."""
+        if not callable(hook):
+            raise TypeError(f"an enqueue hook is a callable (workflow, headers), got {hook!r}")
+        self._state.require(Cap.HEADERS, "an enqueue hook")
+        self._hooks = (*self._hooks, hook)
 
     # -- properties -------------------------------------------------------------------------
     @property
@@ -610,6 +654,7 @@ class Client(
         delay: float | timedelta | None = None,
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RunRef:
         """Enqueue one run of ``workflow`` with ``payload``; return its reference.
 
@@ -618,6 +663,9 @@ class Client(
         ``delay`` (seconds or a timedelta) starts the run later. ``labels`` are
         short strings stored with the run, for queries. ``queue`` puts this run
         on another queue than its workflow's (``Cap.QUEUE_OVERRIDE``).
+        ``headers`` (``Cap.HEADERS``) are short strings kept with the run that
+        every step reads as ``ctx.headers``, after those the client's enqueue
+        hooks added (the caller's win).
 
         One call makes one run, with or without a key, even when the
         connection is lost while the run is committed: the write is sent
@@ -626,7 +674,7 @@ class Client(
         names the run id, whose fate is unknown.
         """
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels, queue=queue)
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
         return self._create([job])[0]
 
     def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
@@ -651,6 +699,7 @@ class Client(
         delay: float | timedelta | None = None,
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RunRef:
         """Enqueue inside the application's own transaction ``tx`` (a driver connection).
 
@@ -664,7 +713,7 @@ class Client(
         """
         self._state.require(Cap.TRANSACTIONAL_ENQUEUE, "enqueue_tx()")
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(name, payload, key=key, delay=_seconds(delay), labels=labels, queue=queue)
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
         return self._create([job], tx=tx, wake=False)[0]
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> RunRef:
@@ -735,6 +784,7 @@ class Client(
                 state.require(Cap.DELAYED_START, "a delayed start")
                 run_at = now + int(delay * _NS)
         labels = check_labels(job.labels)
+        headers = self._headers(workflow.name, job.headers)
         queue = workflow.queue
         if job.queue is not None:
             state.require(Cap.QUEUE_OVERRIDE, "enqueue(queue=...)")
@@ -756,7 +806,22 @@ class Client(
             key=key,
             labels=labels,
             keys=keys,
+            headers=headers,
         )
+
+    def _headers(self, workflow: str, given: Mapping[str, str] | None) -> dict[str, str]:
+        """The headers of a new run: the enqueue hooks', then the caller's (``Cap.HEADERS``)."""
+        if given is not None:
+            given = check_headers(given)
+            if given:
+                self._state.require(Cap.HEADERS, "enqueue(headers=...)")
+        if not self._hooks:
+            return given or {}
+        made: dict[str, str] = {}
+        for hook in self._hooks:
+            hook(workflow, made)
+        made.update(given or {})
+        return check_headers(made)
 
     def _encode(self, value: Any, what: str) -> bytes:
         return self._state.encode(value, what)

@@ -201,6 +201,9 @@ class Dispatcher:
             return True  # maybe some of it went through: look for work anyway
         if reclaimed.requeued:
             events.leases_taken_back(reclaimed.requeued, state.settings.node_id)
+        if state.observers and (reclaimed.requeued or reclaimed.abandoned):
+            requeued, abandoned = reclaimed.requeued, len(reclaimed.abandoned)
+            state.tell(lambda o: o.took_over(requeued, abandoned))
         for expired in reclaimed.abandoned:
             events.attempt_abandoned(expired, state.settings.node_id)
             self._runner.abandon(expired)

@@ -248,6 +248,7 @@ class RunReader:
             steps=steps,
             result=result,
             error=stored.error,
+            headers=stored.headers,
         )
 
     def _decode(self, data: bytes | None) -> Any:

@@ -9,6 +9,7 @@ store at once and hold no worker while they wait.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from .._errors import (
 )
 from .._models import StepKind
 from ..context import StepContext
+from ..middleware import chain
 from ..state import Locks, RateLimiter
 from ..store import (
     AttemptState,
@@ -116,6 +118,8 @@ class StepRunner:
         ``holder``: the attempt this client holds, released once the outcome is
         written; None for one it does not hold (an abandoned attempt).
         """
+        if self._state.observers:
+            self._state.tell(lambda o: o.outcome(claimed, outcome))
         self._commit.put(claimed, outcome, eager=self._may_release(claimed, outcome), holder=holder)
 
     def _may_release(self, claimed: ClaimedAttempt, outcome: Outcome) -> bool:
@@ -177,6 +181,7 @@ class StepRunner:
             payload=payload,
             parents=parents,
             labels=claimed.labels,
+            headers=claimed.headers,
             node_id=state.settings.node_id,
             queue=claimed.queue,
             deadline=running.deadline,
@@ -185,10 +190,12 @@ class StepRunner:
         )
         try:
             is_async = step.is_async if step is not None else inspect.iscoroutinefunction(fn)
-            if is_async:
-                value = self._call_async(running, fn, ctx, data)
+            call = self._call_async if is_async else self._call_sync
+            middleware = state.middleware
+            if middleware:
+                value = chain(middleware, ctx, functools.partial(call, running, fn, ctx, data))()
             else:
-                value = self._call_sync(running, fn, ctx, data)
+                value = call(running, fn, ctx, data)
         except Snooze as snooze:
             if Cap.SNOOZE not in state.caps:
                 return self.failure(

@@ -13,7 +13,8 @@ import heapq
 import logging
 import queue
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from .._caps import Cap
 from .._errors import Unsupported
@@ -25,9 +26,12 @@ from ..retry import JitterSource
 from ..state import Journal, Locks, RateLimiter
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim, Store, StoreFacets
 from ..workflow import Workflow
-from ._attempt import RunningAttempt
+from ._attempt import RunningAttempt, monotonic
 from ._settings import Settings
 from ._slots import QueueOrder, QueueSlots, note_claimed
+
+if TYPE_CHECKING:
+    from ..middleware import EngineObserver, StepMiddleware
 
 __all__ = ["CLOSURE_WORKFLOW", "EngineState"]
 
@@ -106,6 +110,10 @@ class EngineState:
         """With ``Recycle(jobs=n)``: the client claims no more than ``n`` attempts in all."""
         self.claims_spent = threading.Event()
         """Set once :attr:`max_claims` attempts were claimed (the recycle watch drains then)."""
+        self.middleware: tuple[StepMiddleware, ...] = ()
+        """Around every step attempt, the first outermost (``Client.use``)."""
+        self.observers: tuple[EngineObserver, ...] = ()
+        """Told of claims, takeovers and outcomes (``Client.observe``)."""
 
     # -- capabilities -------------------------------------------------------------------
     def require(self, cap: Cap, what: str) -> None:
@@ -394,6 +402,9 @@ class EngineState:
         ``freed``: the tokens of outcomes written in the claim's transaction, whose
         slots the claim refilled.
         """
+        if self.observers:
+            seconds = monotonic() - started
+            self.tell(lambda o: o.claimed(claimed, seconds, joined=bool(freed)))
         interrupt = self.settings.interrupt
         attempts = [RunningAttempt(c, started, interrupt=interrupt) for c in claimed]
         with self.lock:  # one step: the reservation becomes the attempts it claimed
@@ -440,6 +451,14 @@ class EngineState:
                 slots = self.queues.get(name)
                 if slots is not None:
                     slots.want_claim = True
+
+    def tell(self, event: Callable[[EngineObserver], None]) -> None:
+        """Tell every observer ``event``; what one raises is logged, never the engine's."""
+        for observer in self.observers:
+            try:
+                event(observer)
+            except Exception:
+                self.log.exception("engine observer %r failed", observer)
 
     # -- wake-ups ---------------------------------------------------------------------------
     def request_claim(self) -> None:

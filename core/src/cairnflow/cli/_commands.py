@@ -478,6 +478,8 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
         store.close()
     console.print(f"[bold]{info.id}[/bold] {info.workflow} [bold]{info.status.value}[/bold]")
     console.print(f"payload: {info.payload!r}  key: {info.key}  labels: {dict(info.labels)}")
+    if info.headers:
+        console.print(f"headers: {dict(info.headers)}", markup=False)
     if info.error is not None:
         console.print(f"[red]error: {info.error}[/red]")
     table = Table()

@@ -210,6 +210,7 @@ class Claims(Part):
             # run is its own; a run read by claim_runs is shared by its steps.
             run = step.run or runs[step.run_id]
             labels = run.labels if run is step.run else dict(run.labels)
+            headers = run.headers if run is step.run or not run.headers else dict(run.headers)
             claimed.append(
                 ClaimedAttempt(
                     token=token(step.id, secret),
@@ -224,6 +225,7 @@ class Claims(Part):
                     payload=run.payload,
                     inputs={p: outputs.get((step.run_id, p), b"") for p in step.parents},
                     labels=labels,
+                    headers=headers,
                 )
             )
         return claimed

@@ -148,6 +148,7 @@ class Enqueue(Part):
                     len(new.steps),
                     new.created_at,
                     run_at,
+                    json.dumps(dict(new.headers), ensure_ascii=False) if new.headers else None,
                 )
             )
             for name, value in labels.items():  # the label index (Cap.LABEL_PREFIX)

@@ -103,6 +103,11 @@ def to_error(value: Any) -> ErrorInfo | None:
     return None if value is None else ErrorInfo.from_json(to_text(value))
 
 
+def to_headers(value: Any) -> dict[str, str]:
+    """A ``headers`` column's value (``Cap.HEADERS``): NULL for a run without any."""
+    return {} if value is None else to_json(value)
+
+
 def _optional_text(value: Any) -> str | None:
     return None if value is None else to_text(value)
 
@@ -120,14 +125,17 @@ class ClaimedRun(NamedTuple):
     queue: str
     payload: bytes
     labels: dict[str, str]
+    headers: dict[str, str]
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ClaimedRun:
-        """Convert a row of ``CLAIM_RUN_COLUMNS``."""
-        run_id, workflow, queue, payload, labels = row
+        """Convert a row of ``CLAIM_RUN_COLUMNS``; ``headers`` is absent in a schema before
+        run headers (a test's older release)."""
+        run_id, workflow, queue, payload, labels, *rest = row
+        headers = rest[0] if rest else None
         return _new(cls, (
             to_text(run_id), to_text(workflow), to_text(queue), to_bytes(payload) or b"",
-            to_json(labels),
+            to_json(labels), to_headers(headers),
         ))  # fmt: skip
 
 
@@ -298,18 +306,21 @@ class RunRow(NamedTuple):
     run_at: int
     finished_at: int | None
     error: ErrorInfo | None
+    headers: dict[str, str]
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> RunRow:
-        """Convert a row of ``RUN_COLUMNS``."""
+        """Convert a row of ``RUN_COLUMNS``; ``headers`` is absent in a schema before run
+        headers (a test's older release)."""
         (
             seq, run_id, workflow, queue, state, payload, idem_key, labels, created_at, run_at,
-            finished_at, error,
+            finished_at, error, *rest,
         ) = row  # fmt: skip
+        headers = rest[0] if rest else None
         return _new(cls, (
             int(seq), to_text(run_id), to_text(workflow), to_text(queue), to_text(state),
             to_bytes(payload) or b"", _optional_text(idem_key), to_json(labels), int(created_at),
-            int(run_at), _optional_int(finished_at), to_error(error),
+            int(run_at), _optional_int(finished_at), to_error(error), to_headers(headers),
         ))  # fmt: skip
 
     def stored(self, steps: tuple[StoredStep, ...]) -> StoredRun:
@@ -327,6 +338,7 @@ class RunRow(NamedTuple):
             finished_at=self.finished_at,
             error=self.error,
             steps=steps,
+            headers=self.headers,
         )
 
     def summary(self, step_counts: dict[StepStatus, int]) -> RunSummary:

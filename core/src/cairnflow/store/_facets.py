@@ -665,6 +665,9 @@ KERNEL = Facet(
             # NewRun.keys and ClaimRequest.keys honoured (docs/claim.md, 4).
             Cap.CONCURRENCY_KEY,
             Cap.KEY_FIFO,
+            # Promises of create_runs, claim and get_run: NewRun.headers kept with the run,
+            # handed back in ClaimedAttempt.headers and StoredRun.headers.
+            Cap.HEADERS,
         }
     ),
 )

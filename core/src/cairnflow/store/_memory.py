@@ -140,6 +140,7 @@ class _Run:
     error: ErrorInfo | None = None
     steps_left: int = 0
     steps: dict[str, _Step] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)  # Cap.HEADERS
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
@@ -273,6 +274,7 @@ class MemoryStore(
             seq=next(self._seq),
             closure=new.closure,
             fifo_key=new.fifo_key,
+            headers=dict(new.headers),
             steps_left=len(new.steps),
         )
         if run.fifo_key is not None:
@@ -393,6 +395,7 @@ class MemoryStore(
                     inputs={p: run.steps[p].output or b"" for p in step.parents},
                     labels=dict(run.labels),
                     closure=run.closure,
+                    headers=dict(run.headers),
                 )
             )
         return claimed
@@ -800,6 +803,7 @@ class MemoryStore(
             run_at=run.run_at,
             finished_at=run.finished_at,
             error=run.error,
+            headers=dict(run.headers),
             steps=tuple(
                 StoredStep(
                     name=s.name,

@@ -162,9 +162,7 @@ class MemorySchedules:
         return dataclasses.replace(record, last_run_finished=finished)
 
     # -- the leadership facet ----------------------------------------------------------------
-    def claim_leadership(
-        self, role: str, node: str, *, lease_now: int, lease_until: int
-    ) -> Leader:
+    def claim_leadership(self, role: str, node: str, *, lease_now: int, lease_until: int) -> Leader:
         """Extend ``node``'s lease, or take an expired one with the term grown by one."""
         with self._lock:
             held = self._leaders.get(role)

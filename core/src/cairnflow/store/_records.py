@@ -139,6 +139,9 @@ class NewRun:
     keys: tuple[ConcurrencyKey | None, ...] = ()
     """The concurrency key of each step, in the order of ``steps`` (``Cap.CONCURRENCY_KEY``);
     empty: no step has one. A fifo key (``Cap.KEY_FIFO``) is the same on every step."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers kept with the run (``Cap.HEADERS``), empty for most runs; a store that does
+    not declare the capability never receives any."""
 
     def __post_init__(self) -> None:
         if len(self.step_ids) != len(self.steps):
@@ -219,6 +222,8 @@ class ClaimedAttempt:
     """The outputs of the step's parents, by parent name."""
     labels: Mapping[str, str]
     closure: Callable[..., Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The run's headers (``Cap.HEADERS``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,6 +448,8 @@ class StoredRun:
     finished_at: int | None
     error: ErrorInfo | None
     steps: tuple[StoredStep, ...]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The run's headers (``Cap.HEADERS``)."""
 
 
 MAX_PAGE = 1000

@@ -1,0 +1,6 @@
+-- cairnflow on MySQL / MariaDB: run headers (Cap.HEADERS, #17/#19): a few short strings kept
+-- with the run (a trace context, a tenant) and read by every step as ctx.headers, as one JSON
+-- object in text (as labels). NULL for a run without any (most runs), so an enqueue without
+-- headers writes what it did. Read only with the run's row (the claim's run columns,
+-- get_run): never filtered, no index (one statement, see 001).
+ALTER TABLE {runs} ADD COLUMN headers LONGTEXT NULL
