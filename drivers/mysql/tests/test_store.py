@@ -54,6 +54,7 @@ MIGRATIONS = [
     "025_step_history_trigger",
     "026_runs_overdue",
     "027_headers",
+    "028_archive_headers",
 ]
 
 

@@ -4,3 +4,4 @@
 -- Read only with the run's row (the claim's run columns, get_run): never filtered, no index.
 
 ALTER TABLE {runs} ADD COLUMN headers TEXT;
+ALTER TABLE {runs_archive} ADD COLUMN headers TEXT;  -- an archived run keeps its headers

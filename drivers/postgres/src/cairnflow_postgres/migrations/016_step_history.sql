@@ -1,4 +1,4 @@
--- cairnflow on PostgreSQL, schema version 15: each run's step history (Cap.STEP_HISTORY), the
+-- cairnflow on PostgreSQL, schema version 16: each run's step history (Cap.STEP_HISTORY), the
 -- table of the reference schema; the trigger that writes it is 014. One row per transition of a
 -- step (claimed, succeeded, failed, retried, reclaimed, snoozed, sleeping, waiting, cancelled,
 -- reopened), written in the transaction of the UPDATE that makes the transition. at is the

@@ -1,4 +1,4 @@
--- The reference schema of cairnflow's SQL layer, version 15: each run's step history
+-- The reference schema of cairnflow's SQL layer, version 16: each run's step history
 -- (Cap.STEP_HISTORY). One row per transition of a step, numbered in recording order (seq),
 -- read and trimmed by (run_id, seq). The rows are written by the database itself, a trigger
 -- on the steps' status (see the SQLite, PostgreSQL and MySQL drivers' migrations for the three

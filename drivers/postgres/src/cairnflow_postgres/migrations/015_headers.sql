@@ -6,3 +6,4 @@
 -- rewriting the table.
 
 ALTER TABLE {runs} ADD COLUMN headers TEXT;
+ALTER TABLE {runs_archive} ADD COLUMN headers TEXT;  -- an archived run keeps its headers
