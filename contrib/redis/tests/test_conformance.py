@@ -2,24 +2,26 @@
 :class:`RedisNotifier`: the stores declare ``Cap.NOTIFY`` and the kit proves it (with every
 other capability they declare: the kit cannot run one capability's tests alone).
 
-The worker processes the kit spawns open the same stores with a notifier of their own
-(``cairnflow_redis.testing:make_store``), so "an idle worker process is woken by an
-enqueue elsewhere" crosses processes over Redis.
+The drivers' kit targets take the notifier as a spec, so the worker processes the kit
+spawns build one of their own and "an idle worker process is woken by an enqueue
+elsewhere" crosses processes over Redis.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from cairnflow_conformance import ConformanceSuite, StoreTarget, databases
-from cairnflow_mysql import MySQLStore
-from cairnflow_mysql.testing import app_connection, drop_namespace
-from cairnflow_redis import RedisNotifier
-from cairnflow_sqlite import SQLiteStore
+from cairnflow_conformance import ConformanceSuite, databases
+from cairnflow_mysql.testing import kit_target as mysql_target
+from cairnflow_sqlite.testing import kit_target as sqlite_target
+
+
+def notifier(url: str, prefix: str) -> tuple[str, dict[str, Any]]:
+    """The spec of a RedisNotifier on the test Redis, under the session's prefix."""
+    return ("cairnflow_redis:RedisNotifier", {"url": url, "prefix": prefix})
 
 
 class TestMariaDBRedis(ConformanceSuite):
@@ -28,27 +30,12 @@ class TestMariaDBRedis(ConformanceSuite):
     @pytest.fixture(scope="class")
     @classmethod
     def cairnflow_target(cls, redis_url: str, session_prefix: str) -> Iterator[Any]:
-        """MariaDB from ``CAIRNFLOW_TEST_MARIADB_URL`` (else a container), Redis from the
-        ``redis_url`` fixture."""
+        """MariaDB from ``CAIRNFLOW_TEST_MARIADB_URL`` (else a container)."""
         with databases.mariadb() as url:
-            yield StoreTarget(
-                factory=lambda namespace: MySQLStore(
-                    url,
-                    table_prefix=namespace,
-                    pool_size=8,
-                    notifier=RedisNotifier(redis_url, prefix=session_prefix),
-                ),
-                worker_factory="cairnflow_redis.testing:make_store",
-                worker_config={
-                    "store": "cairnflow_mysql.testing:make_store",
-                    "redis_url": redis_url,
-                    "prefix": session_prefix,
-                    "url": url,
-                    "pool_size": 8,
-                },
+            yield mysql_target(
+                url,
                 label="cairnflow-mysql on MariaDB + RedisNotifier",
-                cleanup=lambda namespace: drop_namespace(url, namespace),
-                app_connection=lambda namespace: app_connection(url),
+                notifier=notifier(redis_url, session_prefix),
             )
 
 
@@ -59,24 +46,11 @@ class TestSQLiteRedis(ConformanceSuite):
     @classmethod
     def cairnflow_target(
         cls, redis_url: str, session_prefix: str, tmp_path_factory: pytest.TempPathFactory
-    ) -> StoreTarget:
+    ) -> Any:
         """One SQLite file for the class; each kit test gets its own table prefix in it."""
         path = str(tmp_path_factory.mktemp("kit-redis") / "kit.db")
-        return StoreTarget(
-            factory=lambda namespace: SQLiteStore(
-                path,
-                table_prefix=namespace,
-                synchronous="NORMAL",
-                notifier=RedisNotifier(redis_url, prefix=session_prefix),
-            ),
-            worker_factory="cairnflow_redis.testing:make_store",
-            worker_config={
-                "store": "cairnflow_sqlite.testing:make_store",
-                "redis_url": redis_url,
-                "prefix": session_prefix,
-                "path": path,
-                "synchronous": "NORMAL",
-            },
+        return sqlite_target(
+            path,
             label="cairnflow-sqlite (file) + RedisNotifier",
-            app_connection=lambda namespace: sqlite3.connect(path, timeout=30),
+            notifier=notifier(redis_url, session_prefix),
         )

@@ -22,6 +22,7 @@ move with its code, and nothing outside tests should rely on them.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import random
 import socket
 import threading
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from . import _faults
 from ._faults import Fault, FaultInjected
 from ._models import Job, RunInfo, RunRef
+from .notify import Notifier
 from .store import FACETS
 
 if TYPE_CHECKING:
@@ -47,16 +49,22 @@ __all__ = [
     "Fault",
     "FaultInjected",
     "Faults",
+    "NotifierSpec",
     "Partition",
+    "build_notifier",
     "enqueue_through_kills",
     "faults",
     "runs_by_marker",
     "wait_until",
 ]
 
-DEFAULT_BLOCKED = frozenset(
-    method for facet in FACETS for method in facet.methods
-) - {"describe", "default_notifier", "migrate", "check_schema", "close"}
+DEFAULT_BLOCKED = frozenset(method for facet in FACETS for method in facet.methods) - {
+    "describe",
+    "default_notifier",
+    "migrate",
+    "check_schema",
+    "close",
+}
 """Every Store SPI operation that talks to the database, the facets' included."""
 
 
@@ -351,3 +359,25 @@ def faults(spec: str, *, observe: Callable[[Fault], None] | None = None) -> Iter
         yield Faults(armed)
     finally:
         _faults.plan = before
+
+
+NotifierSpec = tuple[str, Mapping[str, Any]] | list[Any]
+"""``("module:callable", {keyword arguments})``: a notifier a worker process can build.
+
+It travels in the conformance kit's JSON ``worker_config`` (as a two-item list), so a
+driver's test helpers can open a store with a notifier without importing its package."""
+
+
+def build_notifier(spec: NotifierSpec | None) -> Notifier | None:
+    """The notifier ``spec`` describes, built by importing its callable (None: no notifier)."""
+    if spec is None:
+        return None
+    if len(spec) != 2 or not isinstance(spec[0], str) or not isinstance(spec[1], Mapping):
+        raise ValueError(f"a notifier spec is ('module:callable', {{kwargs}}), got {spec!r}")
+    module, sep, name = spec[0].partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"a notifier spec names 'module:callable', got {spec[0]!r}")
+    notifier = getattr(importlib.import_module(module), name)(**spec[1])
+    if not isinstance(notifier, Notifier):
+        raise TypeError(f"{spec[0]} returned {notifier!r}, which is not a Notifier")
+    return notifier

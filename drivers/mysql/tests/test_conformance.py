@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from cairnflow_mysql import MySQLStore
-from cairnflow_mysql.testing import app_connection, drop_namespace
+from cairnflow_mysql.testing import kit_target
 
 kit = pytest.importorskip("cairnflow_conformance", reason="the conformance kit is not installed")
 databases = pytest.importorskip("cairnflow_conformance.databases")
@@ -24,14 +23,7 @@ databases = pytest.importorskip("cairnflow_conformance.databases")
 def target(database: Callable[[], AbstractContextManager[str]], label: str) -> Iterator[Any]:
     """The kit's view of the driver on one server: one table prefix per kit namespace."""
     with database() as url:
-        yield kit.StoreTarget(
-            factory=lambda namespace: MySQLStore(url, table_prefix=namespace, pool_size=8),
-            worker_factory="cairnflow_mysql.testing:make_store",
-            worker_config={"url": url, "pool_size": 8},
-            label=label,
-            cleanup=lambda namespace: drop_namespace(url, namespace),
-            app_connection=lambda namespace: app_connection(url),
-        )
+        yield kit_target(url, label=label)
 
 
 class TestMariaDB(kit.ConformanceSuite):  # type: ignore[misc, name-defined]

@@ -41,7 +41,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import nats
-from nats.aio.client import Client as NATS
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from cairnflow.notify import Subscribers
@@ -131,6 +131,7 @@ class NatsNotifier:
         self._listen_cond = threading.Condition(self._lock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._main_task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()  # bound to the notifier's loop at its first use there
         self._outage_said = False
 
@@ -149,10 +150,19 @@ class NatsNotifier:
             self._thread.start()
 
     def _run(self, loop: asyncio.AbstractEventLoop) -> None:
+        main = loop.create_task(self._main())
+        self._main_task = main
         try:
-            loop.run_until_complete(self._main())
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(main)
         finally:
             loop.close()
+
+    def _cancel(self) -> None:
+        """Cancel the loop's work wherever it is (a connection attempt included)."""
+        main = self._main_task
+        if main is not None:
+            main.cancel()
 
     def _poke(self) -> None:
         """Wake the loop (from any thread); never blocks, never raises."""
@@ -247,17 +257,21 @@ class NatsNotifier:
                 with contextlib.suppress(Exception):
                     await nc.close()
 
-    async def _connect(self) -> NATS:
+    async def _connect(self) -> NatsClient:
         async def quiet(error: Exception) -> None:
             log.debug("NATS: %s", error)
 
         async def lost() -> None:
             self._kick.set()  # the serving loop sees the connection closed and reconnects
 
-        connection: NATS = await nats.connect(
+        connection: NatsClient = await nats.connect(
             self.servers,
             name=self.name,
             allow_reconnect=False,  # ours, with backoff and a wake-up after it (see above)
+            # One quick try per server (nats-py counts from 0 and waits between tries);
+            # the backoff between rounds is ours.
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0,
             connect_timeout=max(1, round(self._connect_timeout)),
             ping_interval=max(1, round(self._ping_interval)),
             max_outstanding_pings=2,
@@ -267,7 +281,7 @@ class NatsNotifier:
         )
         return connection
 
-    async def _serve(self, nc: NATS, *, back: bool) -> None:
+    async def _serve(self, nc: NatsClient, *, back: bool) -> None:
         """Keep the subscriptions as wanted and publish what is pending until closed (returns)
         or the connection is lost (raises)."""
         subscriptions: dict[str, Any] = {}
@@ -289,7 +303,8 @@ class NatsNotifier:
                 await subscriptions.pop(channel).unsubscribe()
                 changed = True
             if changed or first:
-                await nc.flush(timeout=self._connect_timeout)  # the server has them now
+                # A round trip: the server has the subscriptions once it answers.
+                await nc.flush(timeout=max(1, round(self._connect_timeout)))
                 self._set_listening(frozenset(subscriptions))
             if first:
                 first = False
@@ -356,8 +371,14 @@ class NatsNotifier:
             self._listen_cond.notify_all()
             thread = self._thread
         self._poke()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(10)
+        loop = self._loop
+        if loop is not None and thread is not None and thread is not threading.current_thread():
+            thread.join(1.0)  # the loop sees the poke, closes its connection and ends
+            if thread.is_alive():
+                # Busy connecting (nats-py does not look at our flag meanwhile): cancel that.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._cancel)
+                thread.join(10)
 
     def __repr__(self) -> str:
         return (

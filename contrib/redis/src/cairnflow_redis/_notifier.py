@@ -91,10 +91,14 @@ class RedisNotifier:
             raise ValueError(f"url must be a Redis URL like redis://host:6379/0, got {url!r}")
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a string, got {prefix!r}")
-        if not isinstance(client_name, str) or not client_name or any(
-            c.isspace() for c in client_name
+        if (
+            not isinstance(client_name, str)
+            or not client_name
+            or any(c.isspace() for c in client_name)
         ):
-            raise ValueError(f"client_name must be a non-empty name without spaces, got {client_name!r}")
+            raise ValueError(
+                f"client_name must be a non-empty name without spaces, got {client_name!r}"
+            )
         if not 0 < reconnect_min <= reconnect_max:
             raise ValueError("reconnect_min must be > 0 and at most reconnect_max")
         if ping_interval <= 0 or socket_timeout <= 0 or listen_timeout < 0:
@@ -238,7 +242,7 @@ class RedisNotifier:
                     return
                 continue
             client = self._client()
-            pubsub = client.pubsub(ignore_subscribe_messages=False)
+            pubsub = client.pubsub(ignore_subscribe_messages=False)  # type: ignore[no-untyped-call]
             try:
                 self._serve(pubsub)
             except Exception as error:  # noqa: BLE001 - any failure: reconnect, keep polling
@@ -310,13 +314,13 @@ class RedisNotifier:
             quiet_since = time.monotonic()
             kind = message.get("type")
             name = _text(message.get("channel"))
-            channel = names.get(name)
-            if kind == "message" and channel is not None:
+            found = names.get(name)
+            if kind == "message" and found is not None:
                 with self._lock:
                     self.received += 1
-                self._subscribers.wake(channel)
-            elif kind == "subscribe" and channel is not None:
-                confirmed.add(channel)
+                self._subscribers.wake(found)
+            elif kind == "subscribe" and found is not None:
+                confirmed.add(found)
                 self._set_listening(frozenset(confirmed))
                 if first and confirmed >= set(names.values()):
                     first = False
