@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -235,3 +236,42 @@ def test_a_private_memory_database_refuses_a_notifier(make: type) -> None:
 def test_a_notifier_that_is_not_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="Notifier"):
         cf.open_store(f"sqlite:///{tmp_path / 'n.db'}", notifier="redis://127.0.0.1:6379")
+
+
+def test_wake_after_an_enqueue_tx_commits_starts_it_on_an_idle_worker_elsewhere(
+    make: type,
+) -> None:
+    # A broker cannot send the hint at the application's commit (Postgres's NOTIFY can):
+    # Client.wake() after the commit tells the other clients.
+    from cairnflow_mysql import MySQLStore
+    from cairnflow_mysql.testing import app_connection, drop_namespace
+
+    url = os.environ.get("CAIRNFLOW_TEST_MARIADB_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("CAIRNFLOW_TEST_MARIADB_URL is not set and $CI is")
+        pytest.skip("set CAIRNFLOW_TEST_MARIADB_URL")
+    prefix = f"cfn{uuid.uuid4().hex[:8]}_"
+    workflow = cf.Workflow("tx-wake", steps=[cf.Step("echo", lambda ctx, data: data)])
+    worker_store = MySQLStore(url, table_prefix=prefix, notifier=make())
+    front_store = MySQLStore(url, table_prefix=prefix, notifier=make())
+    conn = app_connection(url)
+    try:
+        worker_store.migrate()
+        # Two minutes between polls: only a wake-up can start the run within the wait below.
+        worker = cf.Client(worker_store, poll_interval=120.0, node_id="idle-worker")
+        worker.register(workflow)
+        front = cf.Client(front_store, enqueue_only=True)  # a web front: never started
+        front.register(workflow)
+        with worker:
+            time.sleep(1.0)  # the worker's first poll (at start) is behind it
+            ref = front.enqueue_tx(conn, "tx-wake", "committed")
+            conn.commit()
+            front.wake()
+            info = front.wait(ref, timeout=60.0)
+        assert (info.status, info.result) == (cf.Status.SUCCEEDED, "committed")
+    finally:
+        conn.close()
+        front_store.close()
+        worker_store.close()
+        drop_namespace(url, prefix)

@@ -554,9 +554,16 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
         self.stop()
 
     def wake(self) -> None:
-        """Look for work now instead of at the next poll (e.g. after ``enqueue_tx`` commits)."""
+        """Look for work now instead of at the next poll (e.g. after ``enqueue_tx`` commits).
+
+        The store's other clients are told too, through the notifier: a broker's notifier
+        (Redis, NATS) cannot send the hint of an ``enqueue_tx`` at the application's commit
+        as Postgres's in-transaction NOTIFY does, so a client that enqueues in a transaction,
+        started or not, calls this after committing.
+        """
         if self.running:
             self._state.wake()
+        self._state.tell_others()
 
     # -- enqueueing ------------------------------------------------------------------------------
     def enqueue(

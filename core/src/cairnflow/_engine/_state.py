@@ -411,7 +411,12 @@ class EngineState:
     def work_made_ready(self, *, others: bool) -> None:
         """Work became due: wake this client, and tell the others when asked to."""
         self.wake()
-        if others and self.notifier is not None:
+        if others:
+            self.tell_others()
+
+    def tell_others(self) -> None:
+        """Send a wake-up hint to the store's other clients (if there is a notifier)."""
+        if self.notifier is not None:
             try:
                 self.notifier.notify(self.channel)
             except Exception:  # a hint only: polling finds the work anyway
