@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -169,13 +170,15 @@ def test_notify_never_blocks_and_listen_gives_up_when_nats_is_unreachable() -> N
 
 
 def test_close_releases_the_thread_and_the_connection(make: Make, proxy: CuttableProxy) -> None:
+    before = set(threading.enumerate())
     notifier = make(f"nats://127.0.0.1:{proxy.port}")
     notifier.listen("jobs", Counter())
     notifier.notify("jobs")
     wait_until(lambda: notifier.sent >= 1, TIMEOUT, "a publish")
     notifier.close()
     notifier.close()  # idempotent
-    assert not [t for t in threading.enumerate() if t.name == "cairnflow-nats" and t.is_alive()]
+    started = set(threading.enumerate()) - before
+    assert not [t for t in started if t.name == "cairnflow-nats"], started
     # The client closed its socket: the proxy has no connection left to cut.
     wait_until(lambda: proxy.cut() == 0, TIMEOUT, "the connection closed")
     notifier.notify("jobs")  # dropped, never raises
@@ -224,3 +227,37 @@ def test_a_mariadb_store_opened_with_it_declares_notify(make: Make) -> None:
         assert store.default_notifier() is notifier
     finally:
         store.close()
+
+
+def test_wake_after_an_enqueue_tx_commits_starts_it_on_an_idle_worker_elsewhere(
+    make: Make, tmp_path: Path
+) -> None:
+    # A broker cannot send the hint at the application's commit (Postgres's NOTIFY can):
+    # Client.wake() after the commit tells the other clients.
+    import sqlite3
+
+    from cairnflow_sqlite import SQLiteStore
+
+    path = str(tmp_path / "tx.db")
+    workflow = cf.Workflow("tx-wake", steps=[cf.Step("echo", lambda ctx, data: data)])
+    worker_store = SQLiteStore(path, notifier=make())
+    front_store = SQLiteStore(path, notifier=make())
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        worker_store.migrate()
+        # Two minutes between polls: only a wake-up can start the run within the wait below.
+        worker = cf.Client(worker_store, poll_interval=120.0, node_id="idle-worker")
+        worker.register(workflow)
+        front = cf.Client(front_store, enqueue_only=True)  # a web front: never started
+        front.register(workflow)
+        with worker:
+            time.sleep(1.0)  # the worker's first poll (at start) is behind it
+            ref = front.enqueue_tx(conn, "tx-wake", "committed")
+            conn.commit()
+            front.wake()
+            info = front.wait(ref, timeout=60.0)
+        assert (info.status, info.result) == (cf.Status.SUCCEEDED, "committed")
+    finally:
+        conn.close()
+        front_store.close()
+        worker_store.close()

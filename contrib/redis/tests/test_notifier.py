@@ -161,6 +161,7 @@ def test_notify_never_blocks_and_listen_gives_up_when_redis_is_unreachable() -> 
 
 
 def test_close_releases_threads_and_connections(make: type, admin: redis.Redis) -> None:
+    before = set(threading.enumerate())
     notifier = make()
     notifier.listen("jobs", Counter())
     notifier.notify("jobs")
@@ -168,7 +169,8 @@ def test_close_releases_threads_and_connections(make: type, admin: redis.Redis) 
     assert len(connections(admin, notifier.client_name)) == 2  # the publisher, the listener
     notifier.close()
     notifier.close()  # idempotent
-    assert not [t for t in threading.enumerate() if t.name.startswith("cairnflow-redis")]
+    started = set(threading.enumerate()) - before
+    assert not [t for t in started if t.name.startswith("cairnflow-redis")], started
     wait_until(
         lambda: not connections(admin, notifier.client_name), TIMEOUT, "the connections closed"
     )
