@@ -123,6 +123,18 @@ def bench_peers(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into ``.site/`` with warnings as errors (``-- serve``)."""
+    _build_docs(session, *session.posargs)
+
+
+def _build_docs(session: nox.Session, *args: str) -> None:
+    session.install("-r", "docs/requirements.txt", *_editable(CORE, CONFORMANCE))
+    command = ["mkdocs", *(args or ["build", "--strict"])]
+    session.run(*command, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint and import order."""
     session.install("ruff>=0.5")
@@ -171,8 +183,12 @@ def tests_under_load(session: nox.Session) -> None:
             burner.wait()
 
 
+# What tests of documented recipes need beyond the drivers (the web-app guide's Starlette app).
+RECIPE_DEPS = ["starlette>=0.37", "httpx>=0.27"]
+
+
 def _tests(session: nox.Session) -> None:
-    _install_all(session, "ruff>=0.5", "mypy>=1.10", *_contrib())
+    _install_all(session, "ruff>=0.5", "mypy>=1.10", *RECIPE_DEPS, *_contrib())
     session.run("ruff", "check", ".")
     session.run("mypy", "--strict", *_typed())
     pytest = ["pytest", "-p", "no:cacheprovider", *session.posargs]
@@ -201,6 +217,8 @@ def _tests(session: nox.Session) -> None:
         _kit(session, f"{mysql_kit}::TestMySQL", "mysql", *session.posargs)
     else:
         session.log("MySQL 8: no server configured (CAIRNFLOW_TEST_MYSQL_URL); not run here")
+    # Tests that cross distributions: the tutorial run as written (tests/docs).
+    session.run(*pytest, "tests/docs")
     # The chaos tests' short profile: each scenario once, on one engine each, a few
     # seconds of faults (`nox -s chaos` runs them all at length); never a server restart.
     session.run(*pytest, "-n", "2", CHAOS, env={"CAIRNFLOW_CHAOS_RESTARTS": "0"})
@@ -211,6 +229,10 @@ def _tests(session: nox.Session) -> None:
     session.run(*pytest, "-n", "2", "conformance/tests", f"--conformance-report={report}")
     if not session.posargs:  # a -k/-m subset is never a verdict
         session.run("python", "-m", "cairnflow_conformance.report", report)
+    # The documentation site builds without a warning (a broken link fails it); the
+    # tutorial's own files and commands ran above (tests/docs).
+    if not session.posargs:
+        _build_docs(session)
     # Every benchmark workload completes on every engine here (speed is not judged here).
     if not session.posargs:
         session.run("python", "bench/run.py", "--quick")

@@ -178,18 +178,18 @@ def test_the_gate_holds_under_xdist(pytester: pytest.Pytester) -> None:
 def test_a_declared_capability_no_kit_test_proves_fails_the_session(
     pytester: pytest.Pytester,
 ) -> None:
-    # cairnflow refuses to build a client on a store declaring RATE_LIMIT (no facet carries
+    # cairnflow refuses to build a client on a store declaring TENANT (no facet carries
     # it), so the kit tests of the other capabilities fail too and are named.
-    project(pytester, caps=("RESULT", "RUN_QUERY", "RATE_LIMIT"))
+    project(pytester, caps=("RESULT", "RUN_QUERY", "TENANT"))
     result = run(pytester)
     assert result.ret == 1, result.stdout.str()
-    result.stdout.fnmatch_lines(["*UNPROVEN: rate_limit (no kit test proves it yet)*"])
-    # ...and check_store refuses the store itself: no facet of the SPI carries RATE_LIMIT.
-    result.stdout.fnmatch_lines(["*StoreContractError*rate_limit has no store facet*"])
+    result.stdout.fnmatch_lines(["*UNPROVEN: tenant (no kit test proves it yet)*"])
+    # ...and check_store refuses the store itself: no facet of the SPI carries TENANT.
+    result.stdout.fnmatch_lines(["*StoreContractError*tenant has no store facet*"])
     data = report(pytester)
-    assert data["untested"] == ["rate_limit"]
-    assert "rate_limit" in data["unproven"]
-    assert data["why_unproven"]["rate_limit"] == {
+    assert data["untested"] == ["tenant"]
+    assert "tenant" in data["unproven"]
+    assert data["why_unproven"]["tenant"] == {
         "reason": "no kit test proves it yet",
         "tests": [],
     }

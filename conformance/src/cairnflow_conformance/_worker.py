@@ -84,7 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.leader_lease is not None:
         options.update(leader_election=True, leader_lease=args.leader_lease)
     if args.queues is not None:
-        options["queues"] = [cf.QueueConfig(**queue) for queue in json.loads(args.queues)]
+        options["queues"] = [
+            cf.QueueConfig(
+                **{**queue, "rate": cf.Rate(**queue["rate"]) if queue.get("rate") else None}
+            )
+            for queue in json.loads(args.queues)
+        ]
     client = cf.Client(
         store,
         workers=args.workers,

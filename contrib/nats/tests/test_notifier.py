@@ -233,7 +233,7 @@ def test_wake_after_an_enqueue_tx_commits_starts_it_on_an_idle_worker_elsewhere(
     make: Make, tmp_path: Path
 ) -> None:
     # A broker cannot send the hint at the application's commit (Postgres's NOTIFY can):
-    # Client.wake() after the commit tells the other clients.
+    # Client.wake(others=True) after the commit tells the other clients.
     import sqlite3
 
     from cairnflow_sqlite import SQLiteStore
@@ -254,7 +254,7 @@ def test_wake_after_an_enqueue_tx_commits_starts_it_on_an_idle_worker_elsewhere(
             time.sleep(1.0)  # the worker's first poll (at start) is behind it
             ref = front.enqueue_tx(conn, "tx-wake", "committed")
             conn.commit()
-            front.wake()
+            front.wake(others=True)
             info = front.wait(ref, timeout=60.0)
         assert (info.status, info.result) == (cf.Status.SUCCEEDED, "committed")
     finally:

@@ -244,7 +244,7 @@ def test_wake_after_an_enqueue_tx_commits_starts_it_on_an_idle_worker_elsewhere(
     make: type,
 ) -> None:
     # A broker cannot send the hint at the application's commit (Postgres's NOTIFY can):
-    # Client.wake() after the commit tells the other clients.
+    # Client.wake(others=True) after the commit tells the other clients.
     from cairnflow_mysql import MySQLStore
     from cairnflow_mysql.testing import app_connection, drop_namespace
 
@@ -269,7 +269,7 @@ def test_wake_after_an_enqueue_tx_commits_starts_it_on_an_idle_worker_elsewhere(
             time.sleep(1.0)  # the worker's first poll (at start) is behind it
             ref = front.enqueue_tx(conn, "tx-wake", "committed")
             conn.commit()
-            front.wake()
+            front.wake(others=True)
             info = front.wait(ref, timeout=60.0)
         assert (info.status, info.result) == (cf.Status.SUCCEEDED, "committed")
     finally:

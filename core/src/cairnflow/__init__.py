@@ -20,6 +20,7 @@
 from . import clock
 from ._caps import Cap
 from ._engine import (
+    AsyncClient,
     Client,
     Elector,
     RunList,
@@ -68,6 +69,7 @@ from ._models import (
     StepStatus,
 )
 from ._queues import QueueConfig
+from ._rates import Rate, RateTake
 from ._version import SPI_VERSION, __version__
 from .codec import Codec, JSONCodec
 from .context import StepContext
@@ -75,7 +77,7 @@ from .drivers import open_store
 from .notify import LocalNotifier, Notifier
 from .retry import NO_RETRY, Backoff, RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, Window
-from .state import Journal, Locks
+from .state import Journal, Locks, RateLimiter
 from .store import MemoryStore, SignalResult, Store
 from .workflow import DEFAULT_QUEUE, Concurrency, Sleep, Step, Wait, Workflow
 
@@ -84,6 +86,7 @@ __all__ = [
     "NO_RETRY",
     "SPI_VERSION",
     "Abandoned",
+    "AsyncClient",
     "Backoff",
     "CairnError",
     "Cancelled",
@@ -113,6 +116,9 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "QueueConfig",
+    "Rate",
+    "RateLimiter",
+    "RateTake",
     "Recycle",
     "RetryPolicy",
     "RunError",

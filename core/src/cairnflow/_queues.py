@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._rates import Rate
+
 __all__ = ["DEFAULT_QUEUE", "QueueConfig"]
 
 DEFAULT_QUEUE = "default"
@@ -27,12 +29,15 @@ class QueueConfig:
     client (default: the client's ``workers``; the client's ``workers`` bounds
     the sum, and when it is not given it *is* the sum of its queues' workers).
     ``limit``: at most this many attempts of the queue run at once across every
-    client of the database (``Cap.QUEUE_LIMIT_GLOBAL``). ``priority``: when the
-    client's total is what bounds a claim, higher-priority queues are asked
-    first; queues of equal priority take turns.
+    client of the database (``Cap.QUEUE_LIMIT_GLOBAL``). ``rate``: attempts of the
+    queue start at most at this :class:`~cairnflow.Rate` across every client of the
+    database (``Cap.RATE_LIMIT``; every client of the queue gives the same rate).
+    ``priority``: when the client's total is what bounds a claim, higher-priority
+    queues are asked first; queues of equal priority take turns.
     """
 
     name: str
     workers: int | None = None
     limit: int | None = None
     priority: int = 0
+    rate: Rate | None = None

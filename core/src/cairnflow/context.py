@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._errors import Cancelled
 
 if TYPE_CHECKING:
-    from .state import Locks
+    from ._rates import Rate
+    from .state import Locks, RateLimiter
 
 __all__ = ["Cancellation", "StepContext"]
 
@@ -25,6 +26,8 @@ class _AttemptControl(Protocol):
     ) -> Any: ...
 
     def locks(self, what: str) -> Locks: ...
+
+    def rates(self, what: str) -> RateLimiter: ...
 
 
 class Cancellation(Protocol):
@@ -184,6 +187,27 @@ class StepContext:
     def extend_lock(self, name: str, token: str, ttl: float) -> bool:
         """Hold ``name`` ``ttl`` seconds from now; False if ``token`` lost it (``Cap.LOCKS``)."""
         return self._control.locks("ctx.extend_lock()").extend_lock(name, token, ttl)
+
+    def take(self, name: str, rate: Rate, n: int = 1, *, timeout: float | None = None) -> bool:
+        """Wait until bucket ``name`` admits ``n`` tokens at ``rate``; True once taken.
+
+        The bucket is a row shared by every client of the store
+        (:class:`~cairnflow.RateLimiter`): every worker calling one upstream draws
+        from it. The wait ends early, False and nothing taken, when ``timeout``
+        seconds pass or the attempt is cancelled (its lease lost, its run
+        cancelled, its timeout reached). Needs ``Cap.RATE_LIMIT``.
+        """
+        limiter = self._control.rates("ctx.take()")
+        return limiter.take(name, rate, n, timeout=timeout, cancel=self.cancel_event)
+
+    def try_take(self, name: str, rate: Rate, n: int = 1) -> bool:
+        """Take ``n`` tokens of bucket ``name`` if it holds them now; never waits.
+
+        To give the worker back while the bucket is empty, snooze:
+        ``if not ctx.try_take("stripe", RATE): raise cf.Snooze(1)``.
+        Needs ``Cap.RATE_LIMIT``.
+        """
+        return self._control.rates("ctx.try_take()").try_take(name, rate, n).granted
 
     def __repr__(self) -> str:
         return (

@@ -1,4 +1,5 @@
-"""Durable step state: a journal of memoised results, and named locks with a time to live.
+"""Durable step state: a journal of memoised results, named locks with a time to live, and
+rate-limit buckets.
 
 Both are rows in the store, so they hold across processes and crashes:
 
@@ -12,6 +13,11 @@ Both are rows in the store, so they hold across processes and crashes:
   for that token; ``extend_lock`` moves its expiry. A lock is a row with an expiry,
   not a database session lock: a holder that dies keeps it until the expiry,
   and nobody holds it past that.
+* :class:`RateLimiter` (``Cap.RATE_LIMIT``): ``take(name, rate)`` waits until
+  bucket ``name`` admits a token (or a timeout passes); ``try_take`` answers at
+  once. Every client and every piece of application code taking from one name
+  draws from one bucket, so every worker calling one upstream API shares its
+  limit.
 
 The engine (``ctx.memo``, ``ctx.lock``, ``client.lock``) and application code
 (``cf.Journal(store)``, ``cf.Locks(store)``) share these classes, so there is
@@ -21,6 +27,7 @@ one implementation of each rule.
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,11 +35,12 @@ from ._caps import Cap
 from ._checks import check_int, check_seconds
 from ._errors import LeaseLost, Unsupported
 from ._names import check_name
+from ._rates import Rate, RateTake
 from .clock import Clock, DatabaseClock, Real
 from .codec import Codec, JSONCodec, encode_within
-from .store import HeldLock, Journaling, Locking, Store, StoreFacets
+from .store import HeldLock, Journaling, Locking, RateLimiting, Store, StoreFacets
 
-__all__ = ["Journal", "Locks"]
+__all__ = ["Journal", "Locks", "RateLimiter"]
 
 _NS = 1_000_000_000
 
@@ -166,3 +174,66 @@ class Locks:
     def now(self) -> int:
         """Now on the clock the expiries are compared with (Unix nanoseconds)."""
         return self._clock.now_ns()
+
+
+class RateLimiter:
+    """Durable leaky buckets over a store (``Cap.RATE_LIMIT``), one per name.
+
+    A bucket admits takes at its :class:`~cairnflow.Rate` across every client
+    and process using the store (see :mod:`cairnflow._rates` for the exact
+    bound). Every caller of one name must give the same rate. Times are read
+    from ``clock``; by default the database server's where the store has one
+    (``Cap.DATABASE_CLOCK``), so the bucket's clock is one for every node.
+    """
+
+    def __init__(self, store: Store, *, clock: Clock | None = None) -> None:
+        facets = _facets(store, Cap.RATE_LIMIT, "cf.RateLimiter(store)")
+        assert facets.rates is not None  # declared, so check_store found its facet
+        self._facet: RateLimiting = facets.rates
+        if clock is None:
+            server = facets.clock
+            clock = DatabaseClock(server.database_now) if server is not None else Real()
+        self._clock = clock
+
+    def try_take(self, name: str, rate: Rate, n: int = 1) -> RateTake:
+        """Take ``n`` tokens of bucket ``name`` now if it holds them; never waits.
+
+        ``RateTake.granted`` says whether it did; when not, ``retry_at`` (Unix
+        ns, on this limiter's clock) is the first moment the same take could be.
+        """
+        check_name("rate bucket", name)
+        if not isinstance(rate, Rate):
+            raise TypeError(f"rate must be a cairnflow.Rate, got {rate!r}")
+        check_int("tokens", n, minimum=1)
+        if n > rate.burst:
+            raise ValueError(f"cannot take {n} tokens at once from a bucket of burst {rate.burst}")
+        return self._facet.take_tokens(name, rate, n, self._clock.now_ns())
+
+    def take(
+        self,
+        name: str,
+        rate: Rate,
+        n: int = 1,
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> bool:
+        """Wait until bucket ``name`` admits ``n`` tokens; True once taken.
+
+        False when ``timeout`` seconds pass first, or when ``cancel`` is set
+        (a step's cancellation): nothing was taken then.
+        """
+        if timeout is not None:
+            check_seconds("timeout", timeout, zero=True)
+        waiter = cancel if cancel is not None else threading.Event()
+        give_up = None if timeout is None else self._clock.now_ns() + int(timeout * _NS)
+        while True:
+            took = self.try_take(name, rate, n)
+            if took.granted:
+                return True
+            assert took.retry_at is not None
+            now = self._clock.now_ns()
+            if give_up is not None and took.retry_at > give_up:
+                return False  # other takes only move the bucket's next token later
+            if waiter.wait(max(took.retry_at - now, 0) / _NS):
+                return False

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from . import _faults
 from ._faults import Fault, FaultInjected
 from ._models import Job, RunInfo, RunRef
-from .notify import Notifier
+from .notify import LocalNotifier, Notifier
 from .store import FACETS
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FAULTS_ENV",
     "FAULT_POINTS",
+    "CountingNotifier",
     "CuttableProxy",
     "EnqueueStorm",
     "Fault",
@@ -359,6 +360,31 @@ def faults(spec: str, *, observe: Callable[[Fault], None] | None = None) -> Iter
         yield Faults(armed)
     finally:
         _faults.plan = before
+
+
+class CountingNotifier:
+    """A notifier counting the wake-ups sent through it (:attr:`sent`), passed on to ``inner``.
+
+    What a test asserts on to prove when a wake-up went out (after a commit, never
+    before it, never after a rollback) instead of timing how soon work started.
+    ``inner`` is a fresh in-process bus by default: clients given it (or this) wake
+    each other.
+    """
+
+    def __init__(self, inner: Notifier | None = None) -> None:
+        self.inner: Notifier = inner if inner is not None else LocalNotifier()
+        self._lock = threading.Lock()
+        self.sent = 0
+
+    def notify(self, channel: str) -> None:
+        """Count the wake-up, then send it through ``inner``."""
+        with self._lock:
+            self.sent += 1
+        self.inner.notify(channel)
+
+    def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Listen through ``inner``."""
+        return self.inner.listen(channel, wake)
 
 
 NotifierSpec = tuple[str, Mapping[str, Any]] | list[Any]

@@ -8,7 +8,7 @@ from typing import Any
 
 import cairnflow as cf
 from cairnflow.store import MemoryStore
-from cairnflow.testing import wait_until
+from cairnflow.testing import CountingNotifier, wait_until
 
 
 class Recorder:
@@ -59,3 +59,14 @@ def test_a_slow_housekeeping_does_not_push_the_polls_back(
     polls = [at for name, at in recorder.calls if name == "advance_due"][1:8]
     period = (polls[-1] - polls[0]) / (len(polls) - 1)
     assert 0.09 < period < 0.14, f"polls every {period * 1000:.0f} ms, 100 expected"
+
+
+def test_wake_tells_the_other_clients_only_when_asked(store: MemoryStore) -> None:
+    # A client that is never started (a web application's) wakes the workers after its
+    # application's transaction committed: through the notifier, with others=True only.
+    notifier = CountingNotifier()
+    app = cf.Client(store, notifier=notifier)
+    app.wake()
+    assert notifier.sent == 0
+    app.wake(others=True)
+    assert notifier.sent == 1

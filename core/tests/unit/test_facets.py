@@ -42,11 +42,11 @@ def test_a_declared_capability_without_its_facet_methods_is_refused_by_name() ->
 
 
 def test_a_capability_no_facet_carries_cannot_be_declared() -> None:
-    assert facet_of(Cap.RATE_LIMIT) is None
-    with pytest.raises(StoreContractError, match="rate_limit has no store facet"):
-        check_store(_declaring(Cap.RATE_LIMIT))
-    with pytest.raises(StoreContractError, match="rate_limit has no store facet"):
-        cf.Client(_declaring(Cap.RATE_LIMIT))
+    assert facet_of(Cap.TENANT) is None
+    with pytest.raises(StoreContractError, match="tenant has no store facet"):
+        check_store(_declaring(Cap.TENANT))
+    with pytest.raises(StoreContractError, match="tenant has no store facet"):
+        cf.Client(_declaring(Cap.TENANT))
 
 
 def test_a_store_missing_a_kernel_method_is_refused() -> None:

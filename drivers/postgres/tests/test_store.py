@@ -39,6 +39,7 @@ MIGRATIONS = [
     "010_run_labels",
     "011_servers",
     "012_keys",
+    "013_rates",
 ]
 
 
@@ -168,7 +169,7 @@ def test_a_schema_one_namespace_is_refused_until_migrated(make_store: StoreFacto
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"002_schedules, 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
-        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys are",
+        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys(, \w+)* are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[1:]
@@ -184,7 +185,7 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"migration\(s\) 003_leaders, 004_queues, 005_pauses, 006_limits, 007_state, "
-        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys are",
+        r"008_forced, 009_errors, 010_run_labels, 011_servers, 012_keys(, \w+)* are",
     ):
         new.check_schema()
     assert new.migrate() == MIGRATIONS[2:]
@@ -361,6 +362,26 @@ def test_the_applications_pool_is_used_and_never_closed(
         assert not pool.closed
         with pool.connection() as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert owned.get_run("nothing") is None
+
+
+def test_open_store_takes_the_applications_pool(
+    postgres_url: str, make_store: StoreFactory, make_client: ClientFactory
+) -> None:
+    # Issue #19: open_store(url, pool=...) said "takes exactly one of dsn= and pool=".
+    with ConnectionPool(postgres_url, min_size=1, max_size=8, open=True) as pool:
+        prefix = unique_prefix()
+        owned = make_store(prefix=prefix)  # creates the tables (and drops them afterwards)
+        for url in (postgres_url, "postgresql://", f"postgres://?table_prefix={prefix}"):
+            store = cf.open_store(url, pool=pool, table_prefix=prefix)
+            try:
+                assert isinstance(store, PostgresStore) and store.pool is pool
+                assert run_one(make_client, store).status is cf.Status.SUCCEEDED
+            finally:
+                store.close()
+            assert not pool.closed
+        with pytest.raises(cf.CairnError, match=r"connection parameters \(sslmode\)"):
+            cf.open_store(f"{postgres_url}?sslmode=disable", pool=pool, table_prefix=prefix)
         assert owned.get_run("nothing") is None
 
 

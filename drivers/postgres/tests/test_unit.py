@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import PoolClosed, PoolTimeout
 
@@ -191,6 +192,21 @@ def test_from_url_reads_store_options_from_the_query_and_keywords(
         PostgresStore.from_url("postgresql://db/x?notify=maybe")
     with pytest.raises(cf.CairnError, match=r"not a postgresql:// URL"):
         PostgresStore.from_url("mysql://db/x")
+
+
+def test_from_url_keeps_libpq_parameters_as_libpq_reads_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_init(self: PostgresStore, dsn: str, **options: Any) -> None:
+        seen.update(options, dsn=dsn)
+
+    monkeypatch.setattr(PostgresStore, "__init__", fake_init)
+    # A space sent on as "+" reached the server as "+search_path" (libpq does not read "+").
+    PostgresStore.from_url("postgresql://db/x?options=-c%20search_path%3Dshop&table_prefix=a_")
+    assert seen["dsn"] == "postgresql://db/x?options=-c%20search_path%3Dshop"
+    assert conninfo_to_dict(seen["dsn"])["options"] == "-c search_path=shop"
 
 
 def test_both_schemes_open_a_postgres_store() -> None:

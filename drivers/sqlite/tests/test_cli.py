@@ -346,3 +346,38 @@ def test_runs_are_retried_cancelled_and_deleted_with_exit_statuses_scripts_can_t
     finally:
         store.close()
     assert left == {first.id: cf.Status.QUEUED}
+
+
+def test_a_signal_is_sent_from_the_command_line_and_its_outcome_is_told(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    wf = cf.Workflow("cli-signal")
+    wf.wait("approval", signal="approved", timeout=3600)
+    store = cf.open_store(url)
+    try:
+        client = cf.Client(store)
+        client.register(wf)
+        ref = client.enqueue("cli-signal", None)
+        other = client.enqueue("cli-signal", None)
+    finally:
+        store.close()
+    bad = cairn("signal", url, ref.id, "approved", "--payload", "{not json")
+    assert bad.returncode == 2
+    assert "--payload" in bad.stderr and "not JSON" in bad.stderr
+    sent = cairn("signal", url, ref.id, "approved", "--payload", '{"by": "ops"}', "--json")
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout) == {"run": ref.id, "signal": "approved", "outcome": "stored"}
+    assert cairn("cancel", url, other.id).returncode == 0
+    late = cairn("signal", url, other.id, "approved")
+    assert late.returncode == 1
+    assert "had finished" in late.stdout
+    store = cf.open_store(url)
+    try:
+        client = cf.Client(store)
+        client.register(wf)
+        with client:  # the stored signal resolves the wait once a worker reaches it
+            info = client.wait(ref, timeout=60)
+    finally:
+        store.close()
+    assert info.status is cf.Status.SUCCEEDED
+    assert info.steps["approval"].output == {"by": "ops"}

@@ -45,6 +45,7 @@ MIGRATIONS = [
     "011_run_labels",
     "012_servers",
     "013_keys",
+    "014_rates",
 ]
 
 
@@ -185,7 +186,7 @@ def test_a_schema_two_database_is_refused_until_migrated_then_schedules_fire(db:
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"003_schedules, 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys are",
+        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys(, \w+)* are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -209,7 +210,7 @@ def test_a_schema_three_database_is_refused_until_migrated_then_a_leader_is_elec
     with pytest.raises(
         cf.SchemaNotReady,
         match=r"migration\(s\) 004_leaders, 005_queues, 006_pauses, 007_limits, 008_state, "
-        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys are",
+        r"009_forced, 010_errors, 011_run_labels, 012_servers, 013_keys(, \w+)* are",
     ):
         SQLiteStore(db).check_schema()
     with pytest.raises(cf.SchemaNotReady):
@@ -666,3 +667,26 @@ def test_deleting_a_run_leaves_no_row_of_it_in_any_table(db: Path) -> None:
                 f"SELECT COUNT(*) FROM {table} WHERE {column} = ?", (ref.id,)
             ).fetchone()
             assert left == 0, f"{table} still holds rows of the deleted run"
+
+
+def test_enqueue_tx_refuses_an_autocommit_connection_and_another_object(db: Path) -> None:
+    store = SQLiteStore(str(db))
+    store.migrate()
+    client = cf.Client(store)
+    client.register(simple())
+    autocommit = sqlite3.connect(str(db), isolation_level=None)
+    try:
+        # Outside a transaction each INSERT would commit alone: refused, nothing written.
+        with pytest.raises(cf.CairnError, match="autocommit"):
+            client.enqueue_tx(autocommit, "simple", 1)
+        assert raw(db, f"SELECT COUNT(*) FROM {store.tables.prefix}runs") == [(0,)]
+        # After its BEGIN the same connection holds a transaction: taken, and rolled back.
+        autocommit.execute("BEGIN")
+        ref = client.enqueue_tx(autocommit, "simple", 2)
+        autocommit.rollback()
+        assert store.get_run(ref.id) is None
+    finally:
+        autocommit.close()
+    with pytest.raises(TypeError, match=r"sqlite3\.Connection"):
+        client.enqueue_tx(object(), "simple", 3)
+    store.close()

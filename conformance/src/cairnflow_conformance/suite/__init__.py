@@ -46,6 +46,7 @@ from .policy import (
 )
 from .processes import MultiProcessTests
 from .queues import GlobalLimitTests, QueueTests
+from .rates import RateLimitTests
 from .refusals import RefusalTests
 from .results import ClosureTests, NodeIdentityTests, ResultTests, RunQueryTests
 from .run_queries import LabelPrefixTests, RunFilterTests
@@ -97,6 +98,7 @@ class ConformanceSuite(
     ScheduleTests,
     QueueTests,
     GlobalLimitTests,
+    RateLimitTests,
     ConcurrencyKeyTests,
     FifoKeyTests,
     PauseTests,

@@ -210,6 +210,36 @@ class BatchEnqueueTests:
         assert len(refs) == 2
         assert cairnflow_kit.run_count() == 3
 
+    @proves(Cap.BATCH_ENQUEUE, requires=[Cap.IDEMPOTENCY, Cap.RUN_QUERY, Cap.LABEL_PREFIX])
+    def test_a_large_batch_refused_by_one_key_writes_none_of_its_rows(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # A batch a SQL store sends as one statement per table (its runs, their steps, their
+        # labels): one key, last in the batch, refuses every row of every table.
+        wf = cf.Workflow("kit-pair")
+        wf.step(lambda c, d: d, name="first")
+        wf.step(lambda c, d: d, name="second", after=["first"])
+        client = cairnflow_kit.client(wf, start=False)
+        held = client.enqueue("kit-pair", -1, key="held")  # unfinished: nothing runs it
+        jobs = [cf.Job("kit-pair", n, key=f"k{n}", labels={"batch": f"b{n}"}) for n in range(300)]
+        with pytest.raises(cf.DuplicateRun) as caught:
+            client.enqueue_many([*jobs, cf.Job("kit-pair", 300, key="held")])
+        assert caught.value.run_id in (None, held.id)
+        with pytest.raises(cf.DuplicateRun):  # a key given twice in the batch
+            client.enqueue_many([*jobs, cf.Job("kit-pair", 300, key="k0")])
+        assert cairnflow_kit.run_count() == 1
+        assert client.runs(label_prefix=("batch", "b"), count=True).total == 0
+        assert [step.status for step in cairnflow_kit.stored(held).steps] == [
+            cf.StepStatus.READY,
+            cf.StepStatus.BLOCKED,
+        ]
+        # Every key of the refused batches is free, and the batch is written whole now.
+        refs = client.enqueue_many(jobs)
+        assert len({ref.id for ref in refs}) == 300
+        assert cairnflow_kit.run_count() == 301
+        assert client.runs(label_prefix=("batch", "b"), count=True).total == 300
+        assert len(cairnflow_kit.stored(refs[-1]).steps) == 2
+
 
 class PayloadLimitTests:
     """``Cap.PAYLOAD_LIMIT``: payloads over the configured size are refused before any write."""

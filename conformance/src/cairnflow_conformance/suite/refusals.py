@@ -200,6 +200,16 @@ REFUSALS: tuple[Refusal, ...] = (
         "queue-limit",
         lambda k: cf.Client(k.store, queues=[cf.QueueConfig("kit-a", limit=2)]),
     ),
+    Refusal(
+        Cap.RATE_LIMIT,
+        "queue-rate",
+        lambda k: cf.Client(k.store, queues=[cf.QueueConfig("kit-a", rate=cf.Rate(5))]),
+    ),
+    Refusal(Cap.RATE_LIMIT, "rate-limiter", lambda k: cf.RateLimiter(k.store)),
+    Refusal(Cap.RATE_LIMIT, "client-take", lambda k: _idle(k).take("kit-bucket", cf.Rate(5))),
+    Refusal(
+        Cap.RATE_LIMIT, "client-try-take", lambda k: _idle(k).try_take("kit-bucket", cf.Rate(5))
+    ),
     Refusal(Cap.CONCURRENCY_KEY, "concurrency-key", _needs(Cap.CONCURRENCY_KEY, _keyed_step)),
     Refusal(Cap.KEY_FIFO, "fifo-key", _needs(Cap.KEY_FIFO, _fifo_key)),
     Refusal(Cap.PAUSE_QUEUE, "pause-queue", lambda k: _idle(k).pause_queue("kit-q")),
@@ -264,12 +274,17 @@ def _locks(ctx: cf.StepContext, data: Any) -> None:
     ctx.lock("kit-lock", 5)
 
 
+def _takes(ctx: cf.StepContext, data: Any) -> None:
+    ctx.try_take("kit-bucket", cf.Rate(5))
+
+
 STEP_REFUSALS: tuple[tuple[Cap, str, Callable[[cf.StepContext, Any], None]], ...] = (
     (Cap.SNOOZE, "snooze", _snoozes),
     (Cap.HEARTBEAT, "heartbeat", _beats),
     (Cap.PROGRESS, "progress", _reports),
     (Cap.JOURNAL, "memo", _memoises),
     (Cap.LOCKS, "lock", _locks),
+    (Cap.RATE_LIMIT, "take", _takes),
 )
 """What a step asks of the store while it runs; refused by failing the step."""
 

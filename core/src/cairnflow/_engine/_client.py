@@ -45,6 +45,7 @@ from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
 from ._lock_api import LockMethods
 from ._queue_api import QueueMethods
+from ._rate_api import RateMethods
 from ._reads import RunLike, RunList, RunReader, run_id_of
 from ._runner import StepRunner
 from ._schedule_api import ScheduleMethods
@@ -61,7 +62,15 @@ __all__ = ["Client"]
 _NS = 1_000_000_000
 
 
-class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMethods, StatsMethods):
+class Client(
+    ScheduleMethods,
+    QueueMethods,
+    LockMethods,
+    RateMethods,
+    TimingMethods,
+    AdminMethods,
+    StatsMethods,
+):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
     ``workers`` caps how many step attempts run at once on this client.
@@ -553,17 +562,18 @@ class Client(ScheduleMethods, QueueMethods, LockMethods, TimingMethods, AdminMet
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wake(self) -> None:
+    def wake(self, *, others: bool = False) -> None:
         """Look for work now instead of at the next poll (e.g. after ``enqueue_tx`` commits).
 
-        The store's other clients are told too, through the notifier: a broker's notifier
-        (Redis, NATS) cannot send the hint of an ``enqueue_tx`` at the application's commit
-        as Postgres's in-transaction NOTIFY does, so a client that enqueues in a transaction,
-        started or not, calls this after committing.
+        ``others=True`` also tells the other clients of the store, through its
+        notifier, that work may be due, as :meth:`enqueue` does after its commit:
+        what a client that is never started (a web application's) calls once the
+        application's transaction holding its ``enqueue_tx`` runs has committed.
         """
         if self.running:
             self._state.wake()
-        self._state.tell_others()
+        if others:
+            self._state.notify_others()
 
     # -- enqueueing ------------------------------------------------------------------------------
     def enqueue(

@@ -59,6 +59,7 @@ from ..store import (
     Snoozed,
     WaitFor,
 )
+from . import _events as events
 from ._attempt import RunningAttempt, monotonic
 from ._failures import failure_outcome
 from ._state import EngineState
@@ -318,6 +319,7 @@ class GroupCommit:
     ) -> None:
         """After a write: release the written attempts, wake who should know, retry outages."""
         state = self._state
+        node, now = state.settings.node_id, state.now()
         ready = 0
         finished = False
         landed = False  # a re-sent outcome was fenced out, maybe by its own earlier write
@@ -363,6 +365,7 @@ class GroupCommit:
                     why,
                 )
                 continue
+            events.outcome_recorded(pending.claimed, pending.outcome, result, node, now)
             due = due_time(pending.outcome)
             if due is not None:
                 state.add_timer(due)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 
+from . import _events as events
 from ._attempt import End, monotonic
 from ._leader import Elector
 from ._runner import StepRunner
@@ -131,6 +132,7 @@ class Dispatcher:
             elif state.pop_due_timers(now):
                 self._housekeeping(now)
                 state.request_claim()
+            state.pop_due_claim_timers(now)
             self._claim()
             state.wake_event.wait(self._sleep_for(next_poll))
 
@@ -196,8 +198,9 @@ class Dispatcher:
             state.log.warning("housekeeping failed; retrying at the next poll", exc_info=True)
             return True  # maybe some of it went through: look for work anyway
         if reclaimed.requeued:
-            state.log.info("took back %d attempt(s) whose leases expired", reclaimed.requeued)
+            events.leases_taken_back(reclaimed.requeued, state.settings.node_id)
         for expired in reclaimed.abandoned:
+            events.attempt_abandoned(expired, state.settings.node_id)
             self._runner.abandon(expired)
         fired = self._fire_schedules(now)
         return bool(

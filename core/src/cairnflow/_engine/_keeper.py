@@ -23,6 +23,7 @@ import threading
 from .._version import __version__
 from ..store import ServerRecord
 from ..store._servers import PRUNE_AFTER_NS
+from . import _events as events
 from ._attempt import End, RunningAttempt, monotonic
 from ._runner import StepRunner
 from ._state import EngineState
@@ -179,8 +180,4 @@ class LeaseKeeper:
 
     def _fence(self, running: RunningAttempt) -> None:
         if running.stop(End.LEASE_LOST):
-            self._state.log.warning(
-                "lease of step %r of run %s is lost; its outcome will not be written",
-                running.claimed.step,
-                running.claimed.run_id,
-            )
+            events.lease_lost(running.claimed, self._state.settings.node_id)

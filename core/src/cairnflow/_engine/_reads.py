@@ -74,6 +74,14 @@ class RunList:
     total: int | None = None
 
 
+def still_running(info: RunInfo, timeout: float | None) -> WaitTimeout:
+    """The :class:`~cairnflow.WaitTimeout` of a wait for the unfinished run ``info``."""
+    return WaitTimeout(
+        f"run {info.id} of workflow {info.workflow!r} is still {info.status} "
+        f"after {timeout or 0:g}s"
+    )
+
+
 class RunReader:
     """The read side of one client (see the module docstring)."""
 
@@ -102,10 +110,7 @@ class RunReader:
                 return info
             left = None if ends is None else ends - monotonic()
             if left is not None and left <= 0:
-                raise WaitTimeout(
-                    f"run {info.id} of workflow {info.workflow!r} is still {info.status} "
-                    f"after {timeout:g}s"
-                )
+                raise still_running(info, timeout)
             with state.finished:
                 state.finished.wait(pause if left is None else min(pause, left))
             pause = min(pause * 2, 0.25, state.settings.poll_interval)

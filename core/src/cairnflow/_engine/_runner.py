@@ -27,7 +27,7 @@ from .._errors import (
 )
 from .._models import StepKind
 from ..context import StepContext
-from ..state import Locks
+from ..state import Locks, RateLimiter
 from ..store import (
     AttemptState,
     ClaimedAttempt,
@@ -72,6 +72,9 @@ class _Control:
 
     def locks(self, what: str) -> Locks:
         return self._runner.locks(what)
+
+    def rates(self, what: str) -> RateLimiter:
+        return self._runner.rates(what)
 
 
 class StepRunner:
@@ -359,6 +362,10 @@ class StepRunner:
     def locks(self, what: str) -> Locks:
         """The client's named locks (``ctx.lock()`` and its kin)."""
         return self._state.locks(what)
+
+    def rates(self, what: str) -> RateLimiter:
+        """The client's rate-limit buckets (``ctx.take()``)."""
+        return self._state.rates(what)
 
     def _apply_verdict(
         self, running: RunningAttempt, verdict: AttemptState, started: float

@@ -18,6 +18,7 @@ from .._errors import InvalidName, Unsupported
 from .._fleet import Recycle, check_recycle
 from .._names import check_name
 from .._queues import QueueConfig
+from .._rates import Rate
 
 __all__ = ["DEFAULT_ERROR_HISTORY", "ROLES", "Settings", "check_queues"]
 
@@ -203,6 +204,11 @@ def check_queues(capabilities: frozenset[Cap], queues: object) -> tuple[QueueCon
             check_int(f"{where}: limit", queue.limit, minimum=1)
             if Cap.QUEUE_LIMIT_GLOBAL not in capabilities:
                 raise Unsupported(Cap.QUEUE_LIMIT_GLOBAL, f"{where}: a global limit")
+        if queue.rate is not None:
+            if not isinstance(queue.rate, Rate):
+                raise TypeError(f"{where}: rate must be a cairnflow.Rate, got {queue.rate!r}")
+            if Cap.RATE_LIMIT not in capabilities:
+                raise Unsupported(Cap.RATE_LIMIT, f"{where}: a rate limit")
         if queue.name in seen:
             raise ValueError(f"{where}: queue {queue.name!r} is configured twice")
         seen.add(queue.name)

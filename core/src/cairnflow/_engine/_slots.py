@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .._queues import QueueConfig
+from .._rates import Rate
 from ..store import ClaimedAttempt, QueueClaim
 
 __all__ = ["QueueOrder", "QueueSlots", "note_claimed"]
@@ -45,6 +46,8 @@ class QueueSlots:
     """Slots promised to claims planned and not yet accepted or released."""
     want_claim: bool = True
     """False once a claim of the queue came back short, until something suggests work."""
+    rate: Rate | None = None
+    """The queue's rate limit (``Cap.RATE_LIMIT``), or None."""
 
     @classmethod
     def of(cls, config: QueueConfig, client_workers: int) -> QueueSlots:
@@ -55,7 +58,8 @@ class QueueSlots:
             workers=workers,
             priority=config.priority,
             global_limit=config.limit,
-            may_claim_ahead=workers >= client_workers,
+            may_claim_ahead=workers >= client_workers and config.rate is None,
+            rate=config.rate,
         )
 
     def free(self, ahead: int) -> int:

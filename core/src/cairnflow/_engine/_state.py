@@ -22,7 +22,7 @@ from ..clock import Clock
 from ..codec import Codec, encode_within
 from ..notify import Notifier
 from ..retry import JitterSource
-from ..state import Journal, Locks
+from ..state import Journal, Locks, RateLimiter
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim, Store, StoreFacets
 from ..workflow import Workflow
 from ._attempt import RunningAttempt
@@ -90,8 +90,11 @@ class EngineState:
         self.running = False
         self.finished = threading.Condition()
         self._timers: list[int] = []
+        self._claim_timers: list[tuple[int, str]] = []
+        """(due, queue): when a rate-limited queue that came back short is asked again."""
         self._journal: Journal | None = None
         self._locks: Locks | None = None
+        self._rates: RateLimiter | None = None
         self.attempt_time = 0.0
         """A moving average of how long an attempt runs, from its worker's start to its
         outcome, in seconds (written by the workers)."""
@@ -131,6 +134,14 @@ class EngineState:
         if locks is None:
             locks = self._locks = Locks(self.store)
         return locks
+
+    def rates(self, what: str) -> RateLimiter:
+        """The client's :class:`~cairnflow.RateLimiter` (on the database's clock if it has one)."""
+        self.require(Cap.RATE_LIMIT, what)
+        rates = self._rates
+        if rates is None:
+            rates = self._rates = RateLimiter(self.store)
+        return rates
 
     # -- payloads ----------------------------------------------------------------------------
     def encode(self, value: object, what: str) -> bytes:
@@ -189,9 +200,12 @@ class EngineState:
         return fired
 
     def next_timer(self) -> int | None:
-        """The earliest pending timer, or None."""
+        """The earliest pending timer (a rate-limited queue's claim timer too), or None."""
         with self.lock:
-            return self._timers[0] if self._timers else None
+            due = [self._timers[0]] if self._timers else []
+            if self._claim_timers:
+                due.append(self._claim_timers[0][0])
+            return min(due) if due else None
 
     # -- worker slots and the attempts held -----------------------------------------------
     def idle(self) -> int:
@@ -351,7 +365,7 @@ class EngineState:
             now=self.now(),
             lease_until=self.lease_until(),
             node_id=self.settings.node_id,
-            queues=tuple(QueueClaim(s.name, n, s.global_limit) for s, n in asks),
+            queues=tuple(QueueClaim(s.name, n, s.global_limit, s.rate) for s, n in asks),
             keys=self.keyed,
         )
 
@@ -391,10 +405,41 @@ class EngineState:
             spent = self.max_claims is not None and self.claimed_total >= self.max_claims
         if spent:
             self.claims_spent.set()
+        self._rate_timers(request, claimed)
         for running in attempts:
             self.handoff.put(running)
         if len(claimed) >= request.limit:
             self.wake_event.set()  # full: there may be more
+
+    def _rate_timers(self, request: ClaimRequest, claimed: Sequence[ClaimedAttempt]) -> None:
+        """Claim a rate-limited queue again when its bucket holds its next token.
+
+        A rate-limited queue that came back short may have been short of tokens,
+        not of work. It is not asked again at once (its bucket would refuse every
+        claim until a token leaks back: a busy loop), but at most one interval
+        later, when the bucket holds its next token, instead of at the next poll.
+        """
+        due = [
+            (request.now + ask.rate.interval_ns, ask.name)
+            for ask in request.queues
+            if ask.rate is not None
+            and sum(1 for c in claimed if c.queue == ask.name)
+            < (request.limit if ask.limit is None else min(ask.limit, request.limit))
+        ]
+        if due:
+            with self.lock:
+                for timer in due:
+                    heapq.heappush(self._claim_timers, timer)
+            self.wake_event.set()
+
+    def pop_due_claim_timers(self, now: int) -> None:
+        """Ask again each rate-limited queue whose timer is due at ``now``."""
+        with self.lock:
+            while self._claim_timers and self._claim_timers[0][0] <= now:
+                _, name = heapq.heappop(self._claim_timers)
+                slots = self.queues.get(name)
+                if slots is not None:
+                    slots.want_claim = True
 
     # -- wake-ups ---------------------------------------------------------------------------
     def request_claim(self) -> None:
@@ -412,10 +457,10 @@ class EngineState:
         """Work became due: wake this client, and tell the others when asked to."""
         self.wake()
         if others:
-            self.tell_others()
+            self.notify_others()
 
-    def tell_others(self) -> None:
-        """Send a wake-up hint to the store's other clients (if there is a notifier)."""
+    def notify_others(self) -> None:
+        """Tell the other clients of the store, through the notifier, that work may be due."""
         if self.notifier is not None:
             try:
                 self.notifier.notify(self.channel)

@@ -1,4 +1,4 @@
-"""``cairn retry``, ``cairn cancel`` and ``cairn delete``: an operator acting on runs.
+"""``cairn retry``, ``cancel``, ``delete`` and ``signal``: an operator acting on runs.
 
 Like every command, these need no running client: each opens the store,
 refuses one never migrated (with the message that says to run ``cairn
@@ -17,10 +17,10 @@ from typing import IO, Any, TypeVar
 
 import click
 
-from .. import Client
+from .. import Client, SignalResult
 from ._commands import _open, console, store_option
 
-__all__ = ["Unchanged", "cancel", "delete", "retry"]
+__all__ = ["Unchanged", "cancel", "delete", "retry", "signal"]
 
 T = TypeVar("T")
 
@@ -178,3 +178,38 @@ def delete(
         ),
     )
     _counted(as_json, "deleted", count)
+
+
+@click.command()
+@click.argument("url")
+@click.argument("run_id")
+@click.argument("name")
+@click.option(
+    "--payload", default=None, metavar="JSON", help="The signal's payload, as JSON (default: null)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@store_option
+def signal(
+    url: str, run_id: str, name: str, payload: str | None, as_json: bool, pairs: tuple[str, ...]
+) -> None:
+    """Send signal NAME to RUN_ID, e.g. ``cairn signal URL RUN_ID approved --payload '{"by": 1}'``.
+
+    A wait step for NAME that is waiting is resolved at once ("delivered"); otherwise the
+    signal is kept for the run's wait ("stored"). Exit status 1 when the run had finished
+    (nothing is stored).
+    """
+    try:
+        value = None if payload is None else json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from exc
+    outcome = _acting(url, pairs, lambda client: client.signal(run_id, name, value))
+    if as_json:
+        click.echo(json.dumps({"run": run_id, "signal": name, "outcome": outcome.value}))
+        if outcome is SignalResult.RUN_FINISHED:
+            raise SystemExit(1)
+        return
+    _done(
+        outcome is not SignalResult.RUN_FINISHED,
+        f"signal {name} {outcome.value} for run {run_id}",
+        f"run {run_id} had finished: signal {name} was not stored",
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 import os
 import signal
 import sys
@@ -20,6 +19,7 @@ from .. import Cap, Client, QueueConfig, Recycle, StopCause, StopReport, Workflo
 from .._errors import CairnError, InvalidName, InvalidQuery
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
+from ..logging import setup as setup_logging
 from ..sql import SQLStore
 from ..store import Store
 from ._filters import parse_label, parse_labels, parse_since
@@ -237,6 +237,15 @@ def _load_app(spec: str) -> list[Workflow]:
     default="INFO",
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="INFO shows runs finished and retries scheduled; WARNING only failures, "
+    "timeouts and lease takeovers (loggers cairnflow.steps, .runs, .leases).",
+)
+@click.option(
+    "--log-json",
+    is_flag=True,
+    default=False,
+    help="Log one JSON object a line (run_id, workflow, step, attempt, node as fields), "
+    "for a log pipeline.",
 )
 @store_option
 def worker(
@@ -255,6 +264,7 @@ def worker(
     idle_grace: float | None,
     drain_timeout: float,
     log_level: str,
+    log_json: bool,
     pairs: tuple[str, ...],
 ) -> None:
     """Run workflows from --app on URL until SIGTERM or SIGINT, then drain.
@@ -265,9 +275,7 @@ def worker(
     signal or --stop-when-idle; 75 (EX_TEMPFAIL) after a recycle (--max-jobs,
     --max-seconds, --max-memory-mb), for a supervisor to start a fresh process.
     """
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(log_level, json=log_json)
     workflows = _load_app(app)
     store = _open(url, pairs)
     recycle = None

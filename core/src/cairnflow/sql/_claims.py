@@ -13,7 +13,9 @@ a succeeded step's output), so inside a pipeline they may run after COMMIT.
 A queue asked with a global limit (``Cap.QUEUE_LIMIT_GLOBAL``) first has its
 limiter row locked and its running steps counted, in the same transaction,
 and its statement takes at most the room left (:mod:`._limiters`); a queue
-without one sends exactly its statement, as before.
+without one sends exactly its statement, as before. A rate-limited queue
+(``Cap.RATE_LIMIT``) has its bucket locked too and asks for at most the tokens
+the bucket holds; what it leased is charged in the same transaction.
 
 A claim that honours concurrency keys (``ClaimRequest.keys``, docs/claim.md, 4)
 reads each queue's candidates with the keyed ready subquery (full keys and
@@ -33,7 +35,7 @@ from .. import _faults, ids
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim
 from ._dialect import ClaimedRow, Cursor
 from ._keys import Keys
-from ._limiters import Limiters, global_limits
+from ._limiters import Buckets, Limiters, global_limits, queue_rates
 from ._parts import Context, Part, chunks, token
 from ._rows import ClaimedRun, ClaimedStep, KeyCandidate, to_bytes, to_text
 from ._transactions import CountingCursor
@@ -46,12 +48,12 @@ class Claims(Part):
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
-        self._limiters = Limiters(context)
+        self.limiters = Limiters(context)
         self.keys = Keys(context)
 
     def prepare(self, request: ClaimRequest | None) -> None:
         """What a claim needs before its transaction: the rows of its limited queues."""
-        self._limiters.prepare(request)
+        self.limiters.prepare(request)
 
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
         """Lease the most urgent due, ready steps, queue by queue (see the dialect for how)."""
@@ -92,13 +94,18 @@ class Claims(Part):
         claimed = (secret, request.lease_until, request.node_id, request.now)
         counting = CountingCursor(cur, self._tx.stats)
         limits = global_limits(request)
-        room = self._limiters.room(cur, limits) if limits else {}
+        room = self.limiters.room(cur, limits) if limits else {}
+        rates = queue_rates(request)
+        buckets = self.limiters.lock_buckets(cur, rates, request.now) if rates else None
+        if buckets is not None:
+            for name in rates:
+                room[name] = min(room.get(name, request.limit), buckets.room(name))
         asks = [ask for ask in asks if room.get(ask.name, 1) > 0]
         if not asks:
             self.keys.release(cur, released)
             return lambda: []
         if request.keys:
-            leased = self._send_keyed(cur, request, asks, room, claimed, released)
+            leased = self._send_keyed(cur, request, asks, room, claimed, released, buckets)
             if _faults.plan is not None:
                 _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
             return lambda: self._claimed(cur, secret, leased)
@@ -111,7 +118,14 @@ class Claims(Part):
             plan = self._q.claim_plan(
                 workflows=workflows, queue=ask.name, limit=limit, claimed=claimed
             )
-            return self._dialect.send_claim(counting, plan)
+            fetch = self._dialect.send_claim(counting, plan)
+            if buckets is None or ask.name not in rates:
+                return fetch
+            # A rate-limited queue's bucket is charged for what it leased, before COMMIT:
+            # its rows are read now, not after a pipeline's block.
+            got = fetch()
+            self.limiters.charge(cur, buckets, ask.name, len(got))
+            return lambda: got
 
         rows: list[ClaimedRow] = []
         for ask in asks[:-1]:
@@ -133,6 +147,7 @@ class Claims(Part):
         room: Mapping[str, int],
         claimed: tuple[object, ...],
         released: Mapping[str, int],
+        buckets: Buckets | None = None,
     ) -> list[ClaimedRow]:
         """A claim honouring concurrency keys; the rows it leased (docs/claim.md, 4).
 
@@ -146,17 +161,24 @@ class Claims(Part):
         counting = CountingCursor(cur, self._tx.stats)  # what the dialect sends, counted
         workflows = sorted(request.workflows)
         candidates: list[KeyCandidate] = []
+        queue_of: dict[str, str] = {}
         for ask in asks:
             limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
             if ask.name in room:
                 limit = min(limit, room[ask.name])
             ready = q.ready_keyed(workflows=workflows, queue=ask.name, limit=limit)
             rows = self._dialect.lock_candidates(counting, ready, q.still_ready)
-            candidates.extend(map(KeyCandidate.from_row, rows))
+            for candidate in map(KeyCandidate.from_row, rows):
+                candidates.append(candidate)
+                queue_of[candidate.id] = ask.name
         admitted = self.keys.admit(cur, candidates, released, limit=request.limit)
         if not admitted:
             return []
         leased = [c.id for c in candidates if c.id in admitted]
+        if buckets is not None:
+            for name in buckets.rate:
+                taken = sum(1 for step_id in leased if queue_of[step_id] == name)
+                self.limiters.charge(cur, buckets, name, taken)
         plan = q.claim_plan(workflows=workflows, queue=asks[0].name, limit=0, claimed=claimed)
         return self._dialect.lease_ids(counting, plan, leased)
 

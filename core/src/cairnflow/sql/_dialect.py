@@ -19,7 +19,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from ._errors import ErrorClass, default_classifier
 from ._tables import Tables
@@ -28,9 +28,11 @@ __all__ = [
     "BatchInsert",
     "ClaimPlan",
     "ClaimedRow",
+    "Commit",
     "Connections",
     "Cursor",
     "Dialect",
+    "Recorded",
     "Statement",
     "StatementLimit",
     "values_rows",
@@ -50,6 +52,16 @@ queue, payload, labels)`` of its run when the claim returned them
 
 Statement = tuple[str, tuple[Any, ...]]
 """Portable SQL (``?`` placeholders) and its parameters."""
+
+
+class Recorded(NamedTuple):
+    """One statement as the SQL layer would have sent it, kept to be sent on an async
+    connection: its text in the dialect's paramstyle, and its parameters (a sequence of
+    rows when ``many``: one ``executemany``)."""
+
+    sql: str
+    params: Sequence[Any]
+    many: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +135,23 @@ class StatementLimit:
     """The most bytes one byte (or character) of a value can take in the statement as sent,
     quoting aside: a statement whose values, times this, fit in ``size`` is not measured
     (PyMySQL: 4, a character of text in UTF-8; bytes travel as hex, 2)."""
+
+
+class Commit(Protocol):
+    """How the work of :meth:`Transactions.committing` commits before the runner would."""
+
+    def __call__(self) -> None:
+        """COMMIT now (inside a :meth:`Dialect.pipeline`: with the statements queued in it)."""
+        ...
+
+    def sending(self) -> None:
+        """Say that a COMMIT the work sent as a statement of its own is on its way.
+
+        From then on a lost connection leaves the outcome unknown (reported, never
+        retried), as during :meth:`__call__`; once the COMMIT is through, calling
+        the commit does nothing more.
+        """
+        ...
 
 
 class Connections(Protocol):
@@ -223,6 +252,21 @@ class Dialect:
         default sends each statement at once, on ``cursor`` itself.
         """
         yield lambda: cursor
+
+    @contextlib.contextmanager
+    def pipelined_transaction(self, cursor: Cursor, commit: Commit) -> Iterator[Cursor]:
+        """The block's statements between the transaction's BEGIN and its COMMIT, sent together.
+
+        Yields the cursor to write on; the block only writes (nothing it sends is
+        read before the end). The transaction is committed by the end of the
+        block. The default is the block inside :meth:`pipeline`, and ``commit()``
+        inside it where the engine pipelines (on Postgres through psycopg's own
+        transaction: three round trips, see the Postgres dialect, which makes it one).
+        """
+        with self.pipeline(cursor) as cursors:
+            yield cursors()
+            if self.pipelines:
+                commit()
 
     def quote(self, identifier: str) -> str:
         """Quote an identifier that was already validated."""
@@ -338,6 +382,29 @@ class Dialect:
                 log.debug("rolling back to the enqueue savepoint failed", exc_info=True)
             raise
         cursor.execute(f"RELEASE SAVEPOINT {name}")
+
+    def async_application_connection(self, tx: Any) -> Any:
+        """The async connection behind what the application passed to an awaited ``enqueue_tx``.
+
+        Like :meth:`application_connection`, for the async connection of the
+        driver's library (``psycopg.AsyncConnection``). The default refuses
+        every ``tx``: this engine's dialect sends nothing on an async connection.
+        """
+        raise TypeError(
+            f"enqueue_tx() on an async connection is not supported by {type(self).__name__}, "
+            f"got {type(tx).__qualname__}: enqueue with client.enqueue_tx() on the driver's "
+            "sync connection"
+        )
+
+    async def send_in_savepoint(self, conn: Any, statements: Sequence[Recorded]) -> None:
+        """Send ``statements`` on the application's async connection ``conn``, in a savepoint.
+
+        The async counterpart of :meth:`savepoint` (same rule: a failed block is
+        rolled back to the savepoint, the application's writes and transaction
+        left usable). Asked only with what :meth:`async_application_connection`
+        returned; the default has no async connection to send on.
+        """
+        raise TypeError(f"{type(self).__name__} sends nothing on an async connection")
 
     def notify_in_transaction(self, cursor: Cursor, channel: str) -> None:
         """Queue the wake-up of an enqueue in the application's transaction (default: none).

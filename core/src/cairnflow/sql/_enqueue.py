@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._errors import CairnError, DuplicateRun
 from ..store import NewRun, NewStep, landed
-from ._dialect import Cursor
+from ._dialect import Commit, Cursor
 from ._keys import Keys
 from ._parts import Context, Part, chunks
 from ._rows import ExistingRun, to_text
@@ -228,20 +228,18 @@ class Enqueue(Part):
         self._shapes[id(steps)] = (steps, shape)
         return shape
 
-    def write(self, cur: Cursor, commit: Callable[[], None], rows: EnqueueRows) -> list[str]:
-        """:meth:`insert` ``rows``, and the COMMIT with them where the engine pipelines.
+    def write(self, cur: Cursor, commit: Commit, rows: EnqueueRows) -> list[str]:
+        """:meth:`insert` ``rows`` between the transaction's BEGIN and COMMIT, sent together.
 
-        On Postgres the inserts and the COMMIT go out together: one round trip
-        for an enqueue, against four before (BEGIN, the run, its steps, COMMIT;
-        the store's connections open their transaction with the first statement).
-        A unique index refusing a row raises at the COMMIT, which then did nothing.
+        On Postgres the BEGIN, the inserts and the COMMIT go out in one round trip
+        (:meth:`Dialect.pipelined_transaction`), for one run or a batch: 4 before
+        #20 (BEGIN, the run, its steps, COMMIT), then 3 (psycopg's own BEGIN and
+        closing syncs). A unique index refusing a row raises at the end of the
+        trip, and the transaction, aborted, is rolled back. Elsewhere: the inserts,
+        then the COMMIT.
         """
-        dialect = self._dialect
-        with dialect.pipeline(cur) as cursor:
-            run_ids = self.insert(cursor(), rows)
-            if dialect.pipelines:
-                commit()
-        return run_ids
+        with self._dialect.pipelined_transaction(cur, commit) as writing:
+            return self.insert(writing, rows)
 
     def insert(self, cur: Cursor, rows: EnqueueRows) -> list[str]:
         """Write ``rows`` in the transaction open on ``cur``; return the run ids.

@@ -208,6 +208,8 @@ class Queries:
         self.insert_limiter = r(s.INSERT_LIMITER)
         self.lock_limiter = r(s.LOCK_LIMITER)
         self.count_running = r(s.COUNT_RUNNING)
+        self.lock_bucket = r(s.LOCK_BUCKET)
+        self.set_bucket = r(s.SET_BUCKET)
         # -- concurrency keys and fifo keys
         self._ready_keyed = r(s.READY_KEYED)
         self.insert_key = r(s.INSERT_KEY)

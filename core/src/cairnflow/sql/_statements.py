@@ -752,6 +752,17 @@ COUNT_RUNNING = "SELECT count(*) FROM {steps} WHERE queue = ? AND status = 'runn
 """The queue's attempts running on every client, leases expired or not (an expired one counts
 until it is reclaimed: the limit is never exceeded). Read by the running-by-queue index."""
 
+# -- rate limits (docs/claim.md, 5: a bucket's arrival time, moved under its row's lock) -------
+# A bucket is a row of limits whose tat column holds its theoretical arrival time (GCRA,
+# cairnflow/_rates.py): a take locks the row, reads tat, and writes the new one in the same
+# transaction; a refused take writes nothing. A rate-limited queue's claim does the same with
+# its queue's bucket (kind 'queue-rate'), charging what it leased before it commits.
+LOCK_BUCKET = "SELECT tat FROM {limits} WHERE kind = ? AND name = ?{for_update}"
+"""Lock a bucket's row and read its arrival time (NULL: never taken from)."""
+
+SET_BUCKET = "UPDATE {limits} SET tat = ? WHERE kind = ? AND name = ?"
+"""Write a bucket's new arrival time, under the lock :data:`LOCK_BUCKET` took."""
+
 # -- concurrency keys and fifo keys (docs/claim.md, 4: a counter per key, under its lock) -------
 # A step carries its key (and the key's limit) from enqueue on; a key's row of limits
 # (kind 'key') counts its running attempts. The counter moves in the transactions that change

@@ -15,8 +15,10 @@ hands the call to its part:
 
 * :mod:`._transactions`: the transaction runner, retries, error sorting;
 * :mod:`._schema`: migrations, the ledger, the schema check;
-* :mod:`._enqueue`: ``create_runs``, ``create_runs_in``;
-* :mod:`._claims`: ``claim`` (a global queue limit: :mod:`._limiters`);
+* :mod:`._enqueue`: ``create_runs``, ``create_runs_in``; :mod:`._async_enqueue`: the
+  same on an async connection;
+* :mod:`._claims`: ``claim`` (global queue limits and rate limits: :mod:`._limiters`,
+  which also carries the ``RateLimiting`` facet's ``take_tokens``);
 * :mod:`._leases`: ``renew``, ``heartbeat``, ``record_progress``, ``hand_back``,
   ``reclaim_expired``;
 * :mod:`._outcomes`: ``finish*``, ``advance_due``, ``send_signal``, ``cancel_run``;
@@ -42,6 +44,7 @@ from typing import Any
 from .._caps import Cap
 from .._checks import check_int
 from .._models import RunError
+from .._rates import Rate, RateTake
 from .._version import SPI_VERSION
 from ..notify import ClosableNotifier, Notifier, reaches_other_processes
 from ..store import (
@@ -72,6 +75,7 @@ from ..store import (
 )
 from ..store import Schedules as SchedulesFacet
 from ._admin import Admin
+from ._async_enqueue import AsyncEnqueue
 from ._claims import Claims
 from ._dialect import Connections, Dialect
 from ._enqueue import Enqueue
@@ -129,6 +133,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.QUEUE,
         Cap.QUEUE_OVERRIDE,
         Cap.QUEUE_LIMIT_GLOBAL,
+        Cap.RATE_LIMIT,
         Cap.CONCURRENCY_KEY,
         Cap.KEY_FIFO,
         Cap.PAUSE_QUEUE,
@@ -226,6 +231,7 @@ class SQLStore:
         self._context = context
         self._schema = Schema(context)
         self._enqueue = Enqueue(context)
+        self._async_enqueue = AsyncEnqueue(context, self._enqueue)
         self._claims = Claims(context)
         self._leases = Leases(context)
         self._errors = ErrorLog(context)
@@ -326,6 +332,14 @@ class SQLStore:
         usable; with a notifier, the wake-up is queued in that transaction.
         """
         return self._enqueue.create_runs_in(tx, runs)
+
+    async def create_runs_in_async(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
+        """:meth:`create_runs_in` on the application's async connection (an awaited enqueue).
+
+        The same statements, awaited on ``tx``
+        (:meth:`Dialect.async_application_connection`, :meth:`Dialect.send_in_savepoint`).
+        """
+        return await self._async_enqueue.create_runs_in(tx, runs)
 
     # -- claiming and leases -----------------------------------------------------------------
     def claim(self, request: ClaimRequest) -> list[ClaimedAttempt]:
@@ -493,6 +507,11 @@ class SQLStore:
     ) -> bytes | None:
         """Record ``value`` unless the key holds one, fenced by ``lease`` (its step row locked)."""
         return self._journal.record_journal(scope, step, name, value, lease=lease, now=now)
+
+    # -- rate limits -------------------------------------------------------------------------
+    def take_tokens(self, name: str, rate: Rate, n: int, now: int) -> RateTake:
+        """Take ``n`` tokens of bucket ``name`` (its row locked); nothing written when refused."""
+        return self._claims.limiters.take(name, rate, n, now)
 
     # -- named locks -------------------------------------------------------------------------
     def take_lock(self, name: str, token: str, *, now: int, until: int) -> bool:

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from .. import _faults
 from .._errors import CairnError, Unavailable, ValueRefused
-from ._dialect import BatchInsert, Connections, Cursor, Dialect
+from ._dialect import BatchInsert, Commit, Connections, Cursor, Dialect
 from ._errors import ErrorClassifier
 from ._limits import check_statement, fitting_rows
 
@@ -107,6 +107,25 @@ def unavailable(driver: str, error: BaseException) -> Unavailable:
 def refused(driver: str, error: BaseException) -> ValueRefused:
     """The :class:`~cairnflow.ValueRefused` a store raises for ``error`` (raise it ``from`` it)."""
     return ValueRefused(f"{driver} store refused a value: {type(error).__name__}: {error}")
+
+
+class _Commit:
+    """The :class:`~cairnflow.sql.Commit` of one attempt of :meth:`Transactions.committing`."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.committing = False
+        """A COMMIT was sent, or is on its way: a lost connection leaves the outcome unknown."""
+        self.committed = False
+        """The work committed (the runner does not)."""
+
+    def __call__(self) -> None:
+        self.committing = True
+        self._conn.commit()  # after sending(): a no-op, the transaction is over
+        self.committed = True
+
+    def sending(self) -> None:
+        self.committing = True
 
 
 class CountingCursor:
@@ -230,34 +249,26 @@ class Transactions:
         """Run ``work(cursor)`` in one transaction, retrying it on retryable errors."""
         return self.committing(lambda cursor, _commit: work(cursor), write=write)
 
-    def committing(
-        self, work: Callable[[Cursor, Callable[[], None]], T], *, write: bool = True
-    ) -> T:
+    def committing(self, work: Callable[[Cursor, Commit], T], *, write: bool = True) -> T:
         """Run ``work(cursor, commit)`` in one transaction, retrying it on retryable errors.
 
         ``work`` may call ``commit()`` itself, inside a pipeline, so the COMMIT
-        travels with its last statements; otherwise it is committed on return.
+        travels with its last statements, or send a COMMIT of its own after
+        ``commit.sending()`` (:meth:`Dialect.pipelined_transaction`); otherwise
+        it is committed on return.
         """
         for attempt in range(1, self.attempts + 1):
-            committing = False
-            committed = False
             self.stats.count(transactions=1, retries=1 if attempt > 1 else 0)
             with (
                 self.dialect.transaction_scope(write=write),
                 self.connections.connection() as conn,
             ):
                 cursor = conn.cursor()
-
-                def commit() -> None:
-                    nonlocal committing, committed
-                    committing = True
-                    conn.commit()
-                    committed = True
-
+                commit = _Commit(conn)
                 try:
                     self.dialect.begin(cursor, write=write)
                     result = work(cursor, commit)
-                    if not committed:
+                    if not commit.committed:
                         commit()
                     else:
                         # Reads after an early COMMIT (immutable rows: a claim's inputs)
@@ -278,7 +289,7 @@ class Transactions:
                         raise refused(self.driver, error) from error
                     # A lost connection before COMMIT was sent rolled the work back:
                     # safe to run again. During COMMIT the outcome is unknown: report it.
-                    again = kind.retryable or (kind.unavailable and not committing)
+                    again = kind.retryable or (kind.unavailable and not commit.committing)
                     if again and attempt < self.attempts:
                         time.sleep(random.uniform(0.002, 0.02) * attempt)
                         continue
@@ -313,16 +324,25 @@ class Transactions:
         except CairnError:
             raise
         except Exception as error:
-            kind = self.classify(error)
-            if kind.unique_violation:
-                raise UniqueViolation(str(error)) from error
-            if kind.refused:
-                raise refused(self.driver, error) from error
-            if kind.unavailable:
-                raise unavailable(self.driver, error) from error
-            raise
+            sorted_error = self.application_error(error)
+            if sorted_error is error:
+                raise
+            raise sorted_error from error
         finally:
             close_quietly(cursor)
+
+    def application_error(self, error: Exception) -> Exception:
+        """What to raise for ``error`` from the application's transaction (raise it ``from``
+        ``error`` unless it is ``error`` itself): sorted as in :meth:`committing`, never
+        retried. The async ``enqueue_tx`` sorts its driver's errors here too."""
+        kind = self.classify(error)
+        if kind.unique_violation:
+            return UniqueViolation(str(error))
+        if kind.refused:
+            return refused(self.driver, error)
+        if kind.unavailable:
+            return unavailable(self.driver, error)
+        return error
 
     def read(self, work: Callable[[Cursor], T]) -> T:
         """Run ``work(cursor)`` in one read-only transaction."""

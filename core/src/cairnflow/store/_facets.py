@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._caps import Cap
 from .._errors import CairnError
 from .._models import RunError
+from .._rates import Rate, RateTake
 from ._protocol import Store
 from ._records import (
     ClaimedAttempt,
@@ -46,6 +47,7 @@ __all__ = [
     "ENGINE_ONLY",
     "FACETS",
     "KERNEL",
+    "AsyncTransactionalEnqueue",
     "BatchOutcomes",
     "ErrorHistory",
     "Facet",
@@ -54,6 +56,7 @@ __all__ = [
     "Leadership",
     "Locking",
     "QueueControl",
+    "RateLimiting",
     "RunAdmin",
     "RunStats",
     "RunTiming",
@@ -108,6 +111,21 @@ class TransactionalEnqueue(Protocol):
 
     def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
         """Create ``runs`` in the application's transaction ``tx``; return their ids."""
+        ...
+
+
+@runtime_checkable
+class AsyncTransactionalEnqueue(Protocol):
+    """``create_runs_in`` on the application's async connection (an awaited ``enqueue_tx``).
+
+    Carries no capability of its own: it is ``Cap.TRANSACTIONAL_ENQUEUE`` for
+    async callers (:class:`cairnflow.AsyncClient`), and a store that declares that
+    capability may have it. Requirement: what :meth:`TransactionalEnqueue.create_runs_in`
+    promises, every statement awaited on ``tx``, none blocking the event loop.
+    """
+
+    async def create_runs_in_async(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
+        """Create ``runs`` in the application's async transaction ``tx``; return their ids."""
         ...
 
 
@@ -370,6 +388,23 @@ class Locking(Protocol):
 
 
 @runtime_checkable
+class RateLimiting(Protocol):
+    """``Cap.RATE_LIMIT``: durable leaky buckets, one row per name (:mod:`cairnflow._rates`).
+
+    Requirement: a bucket is a row holding its theoretical arrival time; a take
+    locks the row, computes with :func:`cairnflow._rates.take` and writes the
+    new time in the same transaction, so two takers never both spend one token.
+    The kernel's ``claim`` honours ``QueueClaim.rate`` the same way (the queue's
+    bucket, ``kind`` apart from named buckets), charging what it leased in the
+    claim's transaction.
+    """
+
+    def take_tokens(self, name: str, rate: Rate, n: int, now: int) -> RateTake:
+        """Take ``n`` tokens of bucket ``name`` at ``now``; nothing is written when refused."""
+        ...
+
+
+@runtime_checkable
 class RunAdmin(Protocol):
     """``Cap.RETRY_RUN``, ``Cap.JOB_RETRY``, ``Cap.DELETE_RUN``, ``Cap.CANCEL_ALL``,
     ``Cap.CANCEL_STEP``: an operator acting on runs that exist.
@@ -624,6 +659,7 @@ FACETS: tuple[Facet, ...] = (
         frozenset({Cap.RETRY_RUN, Cap.JOB_RETRY, Cap.DELETE_RUN, Cap.CANCEL_ALL, Cap.CANCEL_STEP}),
     ),
     Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
+    Facet("rate limits", RateLimiting, ("take_tokens",), frozenset({Cap.RATE_LIMIT})),
     Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
     Facet(
         "servers",
@@ -734,6 +770,9 @@ class StoreFacets:
     errors: ErrorHistory | None = None
     stats: RunStats | None = None
     servers: Servers | None = None
+    rates: RateLimiting | None = None
+    async_transactional: AsyncTransactionalEnqueue | None = None
+    """The transactional enqueue on async connections, where the store has it."""
 
     @classmethod
     def of(cls, store: Store) -> StoreFacets:
@@ -772,6 +811,13 @@ class StoreFacets:
             ),
             stats=store if Cap.STATS in caps and isinstance(store, RunStats) else None,
             servers=store if Cap.SERVERS in caps and isinstance(store, Servers) else None,
+            rates=store if Cap.RATE_LIMIT in caps and isinstance(store, RateLimiting) else None,
+            async_transactional=(
+                store
+                if Cap.TRANSACTIONAL_ENQUEUE in caps
+                and isinstance(store, AsyncTransactionalEnqueue)
+                else None
+            ),
         )
 
 

@@ -35,6 +35,7 @@ from ._facets import (
     Leadership,
     Locking,
     QueueControl,
+    RateLimiting,
     RunAdmin,
     RunStats,
     RunTiming,
@@ -156,6 +157,7 @@ class MemoryStore(
             QueueControl,
             Journaling,
             Locking,
+            RateLimiting,
             RunTiming,
             RunAdmin,
             ErrorHistory,
@@ -297,7 +299,8 @@ class MemoryStore(
         ``Cap.PAUSE_WORKFLOW``), but for the steps of a forced run (``Cap.FORCE_RUN``).
         A queue with a global limit gives at most the limit minus its steps running
         now, counted under the store's lock, as a SQL store counts under the queue's
-        limiter row (``Cap.QUEUE_LIMIT_GLOBAL``).
+        limiter row (``Cap.QUEUE_LIMIT_GLOBAL``); a rate-limited one at most the tokens
+        its bucket holds, charged for what it gave (``Cap.RATE_LIMIT``).
         """
         with self._lock:
             claimed: list[ClaimedAttempt] = []
@@ -306,10 +309,15 @@ class MemoryStore(
                 wanted = left if queue.limit is None else min(queue.limit, left)
                 if queue.global_limit is not None:
                     wanted = min(wanted, queue.global_limit - self._running_in(queue.name))
+                if queue.rate is not None:
+                    wanted = min(wanted, self._queue_room(queue.name, queue.rate, request.now))
                 if wanted <= 0:
                     continue
                 paused = self._paused(PauseKind.QUEUE, queue.name)
-                claimed.extend(self._claim_queue(request, queue.name, wanted, paused))
+                got = self._claim_queue(request, queue.name, wanted, paused)
+                if queue.rate is not None:
+                    self._charge_queue(queue.name, queue.rate, request.now, len(got))
+                claimed.extend(got)
             return claimed
 
     def _running_in(self, queue: str) -> int:

@@ -1,4 +1,4 @@
-"""The ``Journaling`` and ``Locking`` facets of ``memory://``: durable step state in dictionaries.
+"""The ``Journaling``, ``Locking`` and ``RateLimiting`` facets of ``memory://``: state in dicts.
 
 A part of :class:`~cairnflow.store.MemoryStore` kept in its own module. It
 shares the store's lock, so a fenced record checks the attempt's lease and
@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from .. import _rates
+from .._rates import Rate, RateTake
 from ._records import AttemptState, HeldLock
 
 __all__ = ["MemoryState"]
@@ -24,6 +26,8 @@ class MemoryState:
         super().__init__()
         self._journal: dict[tuple[str, str, str], bytes] = {}
         self._named_locks: dict[str, HeldLock] = {}
+        self._buckets: dict[tuple[str, str], int] = {}
+        """Each bucket's arrival time by (kind, name): 'rate' named, 'queue-rate' a queue's."""
 
     def _held(self, token: str) -> tuple[Any, AttemptState]:  # the store's (lock held)
         raise NotImplementedError
@@ -42,6 +46,25 @@ class MemoryState:
             if lease is not None and self._held(lease)[1] is not AttemptState.HELD:
                 return None
             return self._journal.setdefault((scope, step, name), value)
+
+    # -- rate limits -------------------------------------------------------------------------
+    def take_tokens(self, name: str, rate: Rate, n: int, now: int) -> RateTake:
+        """Take ``n`` tokens of bucket ``name`` at ``now``; nothing changes when refused."""
+        with self._lock:
+            took = _rates.take(self._buckets.get(("rate", name)), now, rate, n)
+            if took.granted:
+                self._buckets["rate", name] = took.tat
+            return took
+
+    def _queue_room(self, queue: str, rate: Rate, now: int) -> int:
+        """Tokens a rate-limited queue's bucket holds at ``now`` (the store's lock held)."""
+        return _rates.room(self._buckets.get(("queue-rate", queue)), now, rate)
+
+    def _charge_queue(self, queue: str, rate: Rate, now: int, leased: int) -> None:
+        """Charge a rate-limited queue's bucket for what a claim leased (lock held)."""
+        if leased:
+            tat = self._buckets.get(("queue-rate", queue))
+            self._buckets["queue-rate", queue] = _rates.charge(tat, now, rate, leased)
 
     # -- named locks -------------------------------------------------------------------------
     def take_lock(self, name: str, token: str, *, now: int, until: int) -> bool:

@@ -17,6 +17,7 @@ from .._errors import InvalidQuery
 from .._models import ErrorInfo, Status, StepKind, StepStatus
 from .._names import check_labels, check_name
 from .._queues import DEFAULT_QUEUE
+from .._rates import Rate
 
 __all__ = [
     "ACTIVE",
@@ -164,12 +165,15 @@ class QueueClaim:
 
     ``global_limit`` (``Cap.QUEUE_LIMIT_GLOBAL``): the claim takes at most
     ``global_limit`` minus the queue's attempts running on every client; None: no
-    such limit.
+    such limit. ``rate`` (``Cap.RATE_LIMIT``): the claim takes at most the tokens
+    the queue's bucket holds at ``now`` and charges the bucket for what it took,
+    in the claim's transaction (:mod:`cairnflow._rates`); None: no such limit.
     """
 
     name: str
     limit: int | None = None
     global_limit: int | None = None
+    rate: Rate | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,9 +38,11 @@ from cairnflow.sql import (
     BatchInsert,
     ClaimedRow,
     ClaimPlan,
+    Commit,
     Cursor,
     Dialect,
     ErrorClass,
+    Recorded,
     Statement,
     StatementLimit,
     Tables,
@@ -128,6 +130,27 @@ def _connection(cursor: Cursor) -> psycopg.Connection[Any]:
     return conn
 
 
+PIPELINED_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""What :meth:`PostgresDialect.pipelined_transaction` opens its transaction with: what psycopg
+sends itself on the store's connections (READ COMMITTED, read-write)."""
+
+
+def _leave_autocommit(conn: psycopg.Connection[Any]) -> None:
+    """End a pipelined transaction's autocommit: roll back what a failure left open first.
+
+    A connection that cannot (it broke) is closed, so its pool never lends it in
+    autocommit: the pool drops a closed connection.
+    """
+    try:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.rollback()
+        conn.autocommit = False
+    except Exception:
+        log.debug("a pipelined transaction's connection could not leave autocommit", exc_info=True)
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
 def _application_connection(tx: Any) -> psycopg.Connection[Any]:
     """The psycopg connection behind what the application passed to ``enqueue_tx``."""
     if isinstance(tx, psycopg.Connection):
@@ -141,6 +164,43 @@ def _application_connection(tx: Any) -> psycopg.Connection[Any]:
         "enqueue_tx() on Postgres takes the application's psycopg.Connection (or a "
         f"psycopg.Transaction or Cursor of it), got {type(tx).__qualname__}"
     )
+
+
+def _async_application_connection(tx: Any) -> psycopg.AsyncConnection[Any]:
+    """The async psycopg connection behind what the application passed to ``enqueue_tx``."""
+    if isinstance(tx, psycopg.AsyncConnection):
+        return tx
+    conn = getattr(tx, "connection", None)
+    if isinstance(tx, psycopg.AsyncTransaction | psycopg.AsyncCursor) and isinstance(
+        conn, psycopg.AsyncConnection
+    ):
+        return conn
+    raise TypeError(
+        "an awaited enqueue_tx() on Postgres takes the application's psycopg.AsyncConnection "
+        f"(or a psycopg.AsyncTransaction or AsyncCursor of it), got {type(tx).__qualname__}"
+        + (": use client.enqueue_tx() for a sync connection" if _is_sync(tx) else "")
+    )
+
+
+def _is_sync(tx: Any) -> bool:
+    return isinstance(tx, psycopg.Connection | psycopg.Transaction | psycopg.Cursor)
+
+
+def _check_open(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], block: str) -> None:
+    """Refuse an application connection no enqueue can be written on atomically."""
+    status = conn.info.transaction_status
+    if status == TransactionStatus.INERROR:
+        raise CairnError(
+            "the application's transaction is aborted (an earlier statement failed): "
+            "roll it back before enqueueing"
+        )
+    if status == TransactionStatus.ACTIVE:
+        raise CairnError("the application's connection is busy running another statement")
+    if conn.autocommit and status == TransactionStatus.IDLE:
+        raise CairnError(
+            "enqueue_tx() needs the application's transaction, but this autocommit "
+            f"connection has none open: enqueue inside `{block}`"
+        )
 
 
 _ARRAY_TYPES = {"text": "text[]", "int": "bigint[]", "bytes": "bytea[]"}
@@ -216,6 +276,44 @@ class PostgresDialect(Dialect):
         with conn.pipeline():
             yield conn.cursor
 
+    @contextlib.contextmanager
+    def pipelined_transaction(self, cursor: Cursor, commit: Commit) -> Iterator[Cursor]:
+        """``BEGIN``, the block's statements and ``COMMIT`` in one pipeline: one round trip.
+
+        psycopg opens a transaction in pipeline mode with its own BEGIN followed
+        by a sync (to learn the transaction's status), and closes the block with
+        another sync after the COMMIT's: three round trips for an enqueue. Here
+        the connection is put in autocommit for the block (a Python attribute: no
+        round trip while no transaction is open), and BEGIN and COMMIT are sent as
+        statements of the pipeline, so the block's closing sync is its only wait.
+        A statement that fails aborts the transaction block: the server skips
+        the rest, COMMIT included, up to that sync, and the transaction is rolled
+        back before the connection leaves autocommit again (one more round trip,
+        on a failure only). A connection that is not the store's own kind (in a
+        transaction already, in autocommit, at another isolation level, read-only)
+        takes the default path.
+        """
+        conn = _connection(cursor)
+        if (
+            conn.autocommit
+            or conn.info.transaction_status != TransactionStatus.IDLE
+            or conn.isolation_level != IsolationLevel.READ_COMMITTED
+            or conn.read_only
+        ):
+            with super().pipelined_transaction(cursor, commit) as writing:
+                yield writing
+            return
+        conn.autocommit = True
+        try:
+            with conn.pipeline():
+                writing = conn.cursor()
+                writing.execute(PIPELINED_BEGIN)
+                yield writing
+                commit.sending()
+                writing.execute("COMMIT")
+        finally:
+            _leave_autocommit(conn)
+
     def batch_insert(self, insert: BatchInsert, rows: Sequence[Sequence[Any]]) -> Statement:
         """``INSERT INTO t (...) SELECT ... FROM unnest(%b::text[], %b::bigint[], ...)``: one array
         per column, whatever the number of rows.
@@ -273,20 +371,45 @@ class PostgresDialect(Dialect):
         (each INSERT would commit alone).
         """
         conn = _application_connection(tx)
-        status = conn.info.transaction_status
-        if status == TransactionStatus.INERROR:
-            raise CairnError(
-                "the application's transaction is aborted (an earlier statement failed): "
-                "roll it back before enqueueing"
-            )
-        if status == TransactionStatus.ACTIVE:
-            raise CairnError("the application's connection is busy running another statement")
-        if conn.autocommit and status == TransactionStatus.IDLE:
-            raise CairnError(
-                "enqueue_tx() needs the application's transaction, but this autocommit "
-                "connection has none open: enqueue inside `with conn.transaction():`"
-            )
+        _check_open(conn, "with conn.transaction():")
         return conn
+
+    def async_application_connection(self, tx: Any) -> psycopg.AsyncConnection[Any]:
+        """The application's ``psycopg.AsyncConnection`` (or an ``AsyncTransaction`` or
+        ``AsyncCursor`` of it), refused as :meth:`application_connection` refuses."""
+        conn = _async_application_connection(tx)
+        _check_open(conn, "async with conn.transaction():")
+        return conn
+
+    async def send_in_savepoint(self, conn: Any, statements: Sequence[Recorded]) -> None:
+        """Await ``statements`` on ``conn`` in a savepoint, as :meth:`savepoint` runs them.
+
+        In psycopg's pipeline mode, like the store's own enqueue: the savepoint,
+        the inserts, the NOTIFY and the release go out in one round trip. A
+        statement that fails aborts the rest of the pipeline; the transaction is
+        then rolled back to the savepoint, usable again. So is one whose task was
+        cancelled half way (a web client that went away): no part of the enqueue
+        stays in the application's transaction. Should even that rollback fail, the
+        transaction is left aborted, and the application's COMMIT writes nothing.
+        """
+        name = self.savepoint_name
+        sent = False
+        try:
+            async with conn.pipeline(), conn.cursor() as cursor:
+                await cursor.execute(f"SAVEPOINT {name}")
+                sent = True
+                for statement in statements:
+                    if statement.many:
+                        await cursor.executemany(statement.sql, statement.params)
+                    else:
+                        await cursor.execute(statement.sql, statement.params)
+                await cursor.execute(f"RELEASE SAVEPOINT {name}")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if sent or conn.info.transaction_status == TransactionStatus.INERROR:
+                    await conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    await conn.execute(f"RELEASE SAVEPOINT {name}")
+            raise
 
     @contextlib.contextmanager
     def savepoint(self, cursor: Cursor) -> Iterator[None]:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import IsolationLevel
@@ -337,6 +337,12 @@ class PostgresStore(SQLStore):
         (``?table_prefix=app_&schema=jobs&max_size=20``); strings, as a
         command line gives them, are converted. Every other query parameter is
         libpq's (``sslmode``, ``connect_timeout``, ``application_name``...).
+
+        With ``pool=`` (the application's ``psycopg_pool.ConnectionPool``) the
+        connections are the pool's: the URL only picks this driver and may carry
+        the store's own options (``postgresql://?table_prefix=app_``; a host
+        and database in it are ignored). A libpq parameter in it is refused,
+        since the pool's connections would never see it.
         """
         scheme = url.split("://", 1)[0].lower() if "://" in url else ""
         if scheme not in SCHEMES:
@@ -349,8 +355,19 @@ class PostgresStore(SQLStore):
                 from_query[key] = value
             else:
                 kept.append((key, value))
-        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(kept), ""))
         merged = {**from_query, **options}
+        dsn: str | None = urlunsplit(
+            # quote, not quote_plus: libpq reads "+" as itself (options=-c%20search_path%3Dx)
+            ("postgresql", parts.netloc, parts.path, urlencode(kept, quote_via=quote), "")
+        )
+        if merged.get("pool") is not None:
+            if kept:
+                names = ", ".join(sorted({key for key, _ in kept}))
+                raise CairnError(
+                    f"the URL gives connection parameters ({names}) but pool= gives the "
+                    "connections: set them on the pool, or drop pool="
+                )
+            dsn = None  # the pool's connections, not the URL's
         for key, convert in _URL_OPTIONS.items():
             if isinstance(merged.get(key), str):
                 try:

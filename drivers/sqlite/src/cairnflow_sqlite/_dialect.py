@@ -15,9 +15,12 @@ only ever waits for other processes.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 from collections.abc import Iterator
+from typing import Any
 
+from cairnflow import CairnError
 from cairnflow.sql import Cursor, Dialect
 
 __all__ = ["SQLiteDialect"]
@@ -61,6 +64,29 @@ class SQLiteDialect(Dialect):
     def begin_migration(self, cursor: Cursor) -> None:
         """Each migration file runs inside ``BEGIN IMMEDIATE``: migrators queue up on the file."""
         cursor.execute("BEGIN IMMEDIATE")
+
+    def application_connection(self, tx: Any) -> sqlite3.Connection:
+        """The application's ``sqlite3`` connection, if the runs can be written atomically on it.
+
+        Refused: another object, and a connection in autocommit mode
+        (``isolation_level=None``, or Python 3.12's ``autocommit=True``) with no
+        transaction open, where each INSERT would commit on its own (SQLAlchemy's
+        ``isolation_level="AUTOCOMMIT"``, a bare ``sqlite3.connect(...,
+        isolation_level=None)`` before its ``BEGIN``).
+        """
+        if not isinstance(tx, sqlite3.Connection):
+            raise TypeError(
+                "enqueue_tx() on SQLiteStore takes the application's sqlite3.Connection, "
+                f"got {type(tx).__qualname__}"
+            )
+        autocommit = tx.isolation_level is None or getattr(tx, "autocommit", None) is True
+        if autocommit and not tx.in_transaction:
+            raise CairnError(
+                "enqueue_tx() needs the application's transaction, but this sqlite3 connection "
+                "is in autocommit mode with none open: each INSERT would commit on its own; "
+                "execute BEGIN first (or use the default isolation_level)"
+            )
+        return tx
 
     @contextlib.contextmanager
     def savepoint(self, cursor: Cursor) -> Iterator[None]:

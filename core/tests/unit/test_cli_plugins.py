@@ -1,0 +1,30 @@
+"""The ``cairnflow.cli`` entry-point seam: other distributions add commands to ``cairn``."""
+
+from __future__ import annotations
+
+import click
+from click.testing import CliRunner
+
+from cairnflow.cli import main
+from cairnflow.cli._plugins import add_plugin_commands
+
+
+def test_a_missing_dashboard_says_how_to_install_it() -> None:
+    group = click.Group("cairn")
+    add_plugin_commands(group, "cairnflow.cli.nothing-declared-here")
+    result = CliRunner().invoke(group, ["dashboard", "sqlite:///x.db", "--read-only"])
+    assert result.exit_code == 1
+    assert "pip install cairnflow-dashboard" in result.output
+
+
+def test_a_plugin_never_replaces_a_core_command() -> None:
+    group = click.Group("cairn")
+    core = click.Command("dashboard", callback=lambda: None)
+    group.add_command(core)
+    add_plugin_commands(group)
+    assert group.commands["dashboard"] is core
+
+
+def test_the_core_commands_are_all_there() -> None:
+    for name in ("worker", "runs", "show", "stats", "servers", "retry", "dashboard"):
+        assert name in main.commands
