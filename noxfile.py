@@ -88,7 +88,9 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against the raw SQL loop of each engine (``-- --engine X --quick --json F``)."""
-    session.install(*_editable(CORE, *_drivers()))
+    # The broker notifiers W4 measures on SQLite and MariaDB (bench/_brokers.py).
+    brokers = [path for path in CONTRIB if path in ("contrib/redis", "contrib/nats")]
+    session.install(*_editable(CORE, *_drivers(), *brokers))
     session.run("python", "bench/run.py", *session.posargs)
 
 

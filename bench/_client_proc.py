@@ -21,25 +21,30 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _apps
 
 import cairnflow as cf
+from cairnflow.testing import build_notifier
 
 
-def open_store(engine: str, prefix: str, args: dict[str, Any]) -> Any:
+def open_store(engine: str, prefix: str, args: dict[str, Any], broker: Any = None) -> Any:
+    # broker: a notifier spec (``_brokers``) for the engines without notifications of their own.
+    options = {"notifier": build_notifier(broker)} if broker else {}
     if engine == "sqlite":
         from cairnflow_sqlite import SQLiteStore
 
-        return SQLiteStore(args["path"], table_prefix=prefix, synchronous=args["synchronous"])
+        return SQLiteStore(
+            args["path"], table_prefix=prefix, synchronous=args["synchronous"], **options
+        )
     if engine == "postgres":
         from cairnflow_postgres import PostgresStore
 
         return PostgresStore(args["url"], table_prefix=prefix)
     from cairnflow_mysql import MySQLStore
 
-    return MySQLStore.from_url(args["url"], table_prefix=prefix)
+    return MySQLStore.from_url(args["url"], table_prefix=prefix, **options)
 
 
 def main() -> None:
     config = json.loads(sys.argv[1])
-    store = open_store(config["engine"], config["prefix"], config["args"])
+    store = open_store(config["engine"], config["prefix"], config["args"], config.get("broker"))
     client = cf.Client(
         store,
         workers=config["workers"],

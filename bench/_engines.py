@@ -29,8 +29,8 @@ class Engine:
     name: str
     url: str
     driver: str
-    make_store: Callable[[str], Any]
-    """prefix -> a migrated-to-be store on this database."""
+    make_store: Callable[..., Any]
+    """prefix, **options -> a migrated-to-be store on this database (options: the store's)."""
     connect: Callable[[], Any]
     """A raw DB-API connection, autocommit off, for the baseline."""
     paramstyle: str
@@ -93,7 +93,9 @@ def _sqlite(workdir: Path) -> Engine | str:
         name="sqlite",
         url=f"sqlite:///{path}",
         driver="sqlite3",
-        make_store=lambda prefix: SQLiteStore(path, table_prefix=prefix, synchronous=synchronous),
+        make_store=lambda prefix, **options: SQLiteStore(
+            path, table_prefix=prefix, synchronous=synchronous, **options
+        ),
         connect=connect,
         paramstyle="qmark",
         settings={
@@ -244,7 +246,9 @@ def _mariadb() -> Engine | str:
         name="mariadb",
         url=url,
         driver=f"PyMySQL {pymysql.__version__}",
-        make_store=lambda prefix: MySQLStore.from_url(url, table_prefix=prefix),
+        make_store=lambda prefix, **options: MySQLStore.from_url(
+            url, table_prefix=prefix, **options
+        ),
         connect=connect,
         paramstyle="format",
         settings={

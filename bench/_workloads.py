@@ -3,6 +3,7 @@ of the harness, and a workload fails if any run it enqueued did not succeed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -20,6 +21,7 @@ from _engines import Engine
 from _engines import prefix as new_prefix
 
 import cairnflow as cf
+from cairnflow.testing import build_notifier
 
 HERE = Path(__file__).parent
 NS = 1e9
@@ -348,11 +350,26 @@ def w4_latency(
     poll: float,
     notifier: bool,
     every: float = W4_EVERY + W4_DRIFT,
+    broker: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """Enqueue on one client, step start on another with idle workers: p50/p95/p99 in ms."""
-    with namespace(engine) as (prefix, store):
+    """Enqueue on one client, step start on another with idle workers: p50/p95/p99 in ms.
+
+    ``broker`` (a notifier spec, see ``_brokers``): both stores are opened with that
+    notifier, the worker's and the enqueuer's, each with one of its own."""
+    with namespace(engine) as (prefix, migrated), contextlib.ExitStack() as stack:
+        store = migrated
+        if broker is not None:
+            store = engine.make_store(prefix, notifier=build_notifier(broker))
+            stack.callback(store.close)
         with client_processes(
-            engine, prefix, 1, workers=8, poll=poll, workflows=["probe"], notifier=notifier
+            engine,
+            prefix,
+            1,
+            workers=8,
+            poll=poll,
+            workflows=["probe"],
+            notifier=notifier,
+            broker=broker,
         ):
             time.sleep(max(0.5, poll))  # the worker's first poll and LISTEN are behind us
             enqueuer = cf.Client(store, notifier=None if notifier else False)
@@ -385,6 +402,7 @@ def w4_latency(
         "samples": samples,
         "poll_interval_s": poll,
         "notifier": notifier,
+        "broker": None if broker is None else broker[0].split(":")[0].removeprefix("cairnflow_"),
         "p50_ms": pct(50),
         "p95_ms": pct(95),
         "p99_ms": pct(99),

@@ -8,12 +8,22 @@ so two clusters on one database never wake each other.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["LOCAL", "LocalNotifier", "Notifier"]
+__all__ = [
+    "LOCAL",
+    "ClosableNotifier",
+    "LocalNotifier",
+    "Notifier",
+    "Subscribers",
+    "reaches_other_processes",
+]
+
+log = logging.getLogger("cairnflow.notify")
 
 
 @runtime_checkable
@@ -34,6 +44,79 @@ class Notifier(Protocol):
     def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
         """Call ``wake`` (quickly, from any thread) on each hint; return a function that stops."""
         ...
+
+
+@runtime_checkable
+class ClosableNotifier(Notifier, Protocol):
+    """A notifier holding threads or connections: a store given one closes it with itself."""
+
+    def close(self) -> None:
+        """Stop the notifier's threads and close its connections (idempotent)."""
+        ...
+
+
+def reaches_other_processes(notifier: Notifier) -> bool:
+    """True unless ``notifier`` is an in-process bus (:class:`LocalNotifier`).
+
+    The one rule by which a store given a notifier declares ``Cap.NOTIFY``: a
+    notifier that carries hints beyond this process (a broker, a database's
+    LISTEN/NOTIFY) wakes idle clients of other processes.
+    """
+    return not isinstance(notifier, LocalNotifier)
+
+
+class Subscribers:
+    """The ``wake`` callbacks of a notifier by channel, for notifiers over a transport.
+
+    Thread-safe: ``listen()`` adds from any thread while the notifier's own
+    thread calls :meth:`wake` on each hint. A ``wake`` that raises is logged
+    and the others are still called.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wakes: dict[str, list[Callable[[], None]]] = {}
+
+    def add(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Register ``wake`` on ``channel``; return the function that removes it (idempotent)."""
+        with self._lock:
+            self._wakes.setdefault(channel, []).append(wake)
+
+        def remove() -> None:
+            with self._lock:
+                wakes = self._wakes.get(channel)
+                if wakes is not None and wake in wakes:
+                    wakes.remove(wake)
+                    if not wakes:
+                        del self._wakes[channel]
+
+        return remove
+
+    def channels(self) -> frozenset[str]:
+        """The channels somebody listens on."""
+        with self._lock:
+            return frozenset(self._wakes)
+
+    def wake(self, channel: str) -> None:
+        """Call every ``wake`` of ``channel``."""
+        with self._lock:
+            wakes = list(self._wakes.get(channel, ()))
+        for wake in wakes:
+            _call(wake)
+
+    def wake_all(self) -> None:
+        """Call every ``wake`` of every channel (after a reconnection: hints may be lost)."""
+        with self._lock:
+            wakes = [wake for channel in self._wakes.values() for wake in channel]
+        for wake in wakes:
+            _call(wake)
+
+
+def _call(wake: Callable[[], None]) -> None:
+    try:
+        wake()
+    except Exception:
+        log.exception("a wake-up callback raised")
 
 
 class LocalNotifier:

@@ -22,6 +22,7 @@ move with its code, and nothing outside tests should rely on them.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import random
 import socket
 import threading
@@ -49,7 +50,9 @@ __all__ = [
     "Fault",
     "FaultInjected",
     "Faults",
+    "NotifierSpec",
     "Partition",
+    "build_notifier",
     "enqueue_through_kills",
     "faults",
     "runs_by_marker",
@@ -382,3 +385,25 @@ class CountingNotifier:
     def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
         """Listen through ``inner``."""
         return self.inner.listen(channel, wake)
+
+
+NotifierSpec = tuple[str, Mapping[str, Any]] | list[Any]
+"""``("module:callable", {keyword arguments})``: a notifier a worker process can build.
+
+It travels in the conformance kit's JSON ``worker_config`` (as a two-item list), so a
+driver's test helpers can open a store with a notifier without importing its package."""
+
+
+def build_notifier(spec: NotifierSpec | None) -> Notifier | None:
+    """The notifier ``spec`` describes, built by importing its callable (None: no notifier)."""
+    if spec is None:
+        return None
+    if len(spec) != 2 or not isinstance(spec[0], str) or not isinstance(spec[1], Mapping):
+        raise ValueError(f"a notifier spec is ('module:callable', {{kwargs}}), got {spec!r}")
+    module, sep, name = spec[0].partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"a notifier spec names 'module:callable', got {spec[0]!r}")
+    notifier = getattr(importlib.import_module(module), name)(**spec[1])
+    if not isinstance(notifier, Notifier):
+        raise TypeError(f"{spec[0]} returned {notifier!r}, which is not a Notifier")
+    return notifier

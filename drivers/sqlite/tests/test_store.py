@@ -746,3 +746,50 @@ def test_enqueue_tx_refuses_an_autocommit_connection_and_another_object(db: Path
     with pytest.raises(TypeError, match=r"sqlite3\.Connection"):
         client.enqueue_tx(object(), "simple", 3)
     store.close()
+
+
+class _PipeNotifier:
+    """A notifier of the test's own: a bus like ``LocalNotifier`` that says it is not one.
+
+    Anything but the in-process bus is taken to reach other processes (core's rule,
+    ``cairnflow.notify.reaches_other_processes``); the broker notifiers' own tests
+    (contrib/redis, contrib/nats) run the kit with real ones."""
+
+    def __init__(self) -> None:
+        self.bus = cf.LocalNotifier()
+        self.closed = 0
+
+    def notify(self, channel: str) -> None:
+        self.bus.notify(channel)
+
+    def listen(self, channel: str, wake: Any) -> Any:
+        return self.bus.listen(channel, wake)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_notifier_beyond_the_process_declares_notify_and_is_closed_with_the_store(
+    db: Path,
+) -> None:
+    notifier = _PipeNotifier()
+    store = SQLiteStore(db, notifier=notifier)
+    try:
+        assert cf.Cap.NOTIFY in store.capabilities
+        assert cf.Cap.NOTIFY not in SQLiteStore.capabilities  # the class is unchanged
+        assert store.default_notifier() is notifier
+    finally:
+        store.close()
+    assert notifier.closed == 1
+    plain = SQLiteStore(db)
+    try:
+        assert cf.Cap.NOTIFY not in plain.capabilities
+    finally:
+        plain.close()
+
+
+def test_a_notifier_is_refused_for_memory_and_when_it_is_not_one(db: Path) -> None:
+    with pytest.raises(ValueError, match="memory"):
+        SQLiteStore(":memory:", notifier=_PipeNotifier())
+    with pytest.raises(TypeError, match="Notifier"):
+        SQLiteStore(db, notifier="redis://127.0.0.1:6379")  # type: ignore[arg-type]

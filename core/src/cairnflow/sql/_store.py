@@ -49,7 +49,7 @@ from .._checks import check_int
 from .._models import ErrorInfo, RunError, StepEvent
 from .._rates import Rate, RateTake
 from .._version import SPI_VERSION
-from ..notify import Notifier
+from ..notify import ClosableNotifier, Notifier, reaches_other_processes
 from ..store import (
     FACETS,
     AdvanceResult,
@@ -179,6 +179,11 @@ class SQLStore:
     dialect's. Retryable errors (deadlocks, busy databases) retry the whole
     transaction up to ``tx_attempts`` times; unavailable ones are raised as
     :class:`cairnflow.Unavailable`.
+
+    ``notifier`` is what clients of the store use to wake each other (its
+    :meth:`default_notifier`). One that reaches other processes (anything but
+    an in-process :class:`~cairnflow.notify.LocalNotifier`) makes the store
+    declare ``Cap.NOTIFY``; one with a ``close()`` is closed with the store.
     """
 
     capabilities: frozenset[Cap] = SQL_CAPABILITIES
@@ -198,6 +203,11 @@ class SQLStore:
         notifier: Notifier | None = None,
     ) -> None:
         check_int("tx_attempts", tx_attempts, minimum=1)
+        if notifier is not None and not isinstance(notifier, Notifier):
+            raise TypeError(
+                f"notifier= takes a cairnflow.notify.Notifier (notify() and listen()), "
+                f"got {notifier!r}"
+            )
         self.tables = Tables.build(table_prefix, schema, dialect.quote)
         self.dialect = dialect
         self.stats = StoreStats()
@@ -206,6 +216,10 @@ class SQLStore:
         self._queries = Queries(self.tables, dialect)
         self._info = info
         self._notifier = notifier
+        if notifier is not None and reaches_other_processes(notifier):
+            # Given a notifier that reaches other processes (a broker's), idle clients
+            # anywhere are woken at once: the store declares it (a driver may still refuse).
+            self.capabilities = type(self).capabilities | {Cap.NOTIFY}
         where = f"{schema}." if schema else ""
         context = Context(
             dialect=dialect,
@@ -280,8 +294,12 @@ class SQLStore:
         return self._notifier
 
     def close(self) -> None:
-        """Close the connections this store opened."""
-        self._connections.close()
+        """Close the notifier the store was given (if it can be closed), then its connections."""
+        try:
+            if isinstance(self._notifier, ClosableNotifier):
+                self._notifier.close()
+        finally:
+            self._connections.close()
 
     # -- schema ------------------------------------------------------------------------------
     def migrate(self) -> list[str]:

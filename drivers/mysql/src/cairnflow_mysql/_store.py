@@ -11,7 +11,7 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from cairnflow import CairnError, Cap, StoreOpenError, Unavailable
-from cairnflow.notify import LOCAL
+from cairnflow.notify import LOCAL, Notifier
 from cairnflow.sql import (
     SQL_CAPABILITIES,
     ErrorClassifier,
@@ -120,6 +120,12 @@ class MySQLStore(SQLStore):
     example ``init_command`` or an ``ssl`` dict); the driver's own settings
     (charset, autocommit, client flags, sql_mode) cannot be overridden.
 
+    Clients in one process wake each other at once; across processes they
+    find work by polling, unless the store is given a ``notifier`` that
+    reaches other processes (``cairnflow_redis.RedisNotifier``,
+    ``cairnflow_nats.NatsNotifier``): then the store declares ``Cap.NOTIFY``
+    and closes that notifier when it is closed.
+
     ``client.enqueue_tx(conn, ...)`` takes the application's open PyMySQL
     connection (autocommit off, utf8mb4, on this store's database): the runs
     are written inside a savepoint of its transaction, never committed here.
@@ -145,6 +151,7 @@ class MySQLStore(SQLStore):
         migration_lock_timeout: int | None = None,
         error_classifier: ErrorClassifier | None = None,
         connect_args: Mapping[str, Any] | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         target = parse_url(url)
         given = {
@@ -196,7 +203,7 @@ class MySQLStore(SQLStore):
             error_classifier=error_classifier,
             # Deadlocks are rare here, but cheap to retry: retry more than the default.
             tx_attempts=opts.get("tx_attempts", 10),
-            notifier=LOCAL,
+            notifier=LOCAL if notifier is None else notifier,
         )
         # User locks (the migration lock) are server-wide: name the database too.
         self._channel = f"cairnflow_mysql_{self.database}.{prefix}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cairnflow import CairnError, Cap, StoreOpenError
-from cairnflow.notify import LOCAL
+from cairnflow.notify import LOCAL, Notifier
 from cairnflow.sql import (
     SQL_CAPABILITIES,
     ErrorClassifier,
@@ -48,7 +48,10 @@ class SQLiteStore(SQLStore):
     (``FULL`` by default: a committed outcome survives a power cut).
     ``":memory:"`` is a private, non-durable database of this store object.
     Clients in one process wake each other at once; across processes they
-    find work by polling.
+    find work by polling, unless the store is given a ``notifier`` that
+    reaches other processes (``cairnflow_redis.RedisNotifier``,
+    ``cairnflow_nats.NatsNotifier``): then the store declares ``Cap.NOTIFY``
+    and closes that notifier when it is closed.
 
     ``client.enqueue_tx(conn, ...)`` takes the application's own ``sqlite3``
     connection to the same file, inside its transaction.
@@ -71,6 +74,7 @@ class SQLiteStore(SQLStore):
         pool_size: int = 32,
         error_classifier: ErrorClassifier | None = None,
         tx_attempts: int = 5,
+        notifier: Notifier | None = None,
     ) -> None:
         _check_sqlite_version()
         mode = str(synchronous).upper()
@@ -84,6 +88,11 @@ class SQLiteStore(SQLStore):
         self.path = MEMORY if in_memory else str(Path(path).expanduser().resolve())
         if not in_memory:
             _check_database_path(Path(self.path))
+        elif notifier is not None:
+            raise ValueError(
+                "a notifier wakes other processes and store objects, but a ':memory:' database "
+                "is private to one store object: open a file to share it"
+            )
         self.synchronous = mode
         timeout_ms = int(busy_timeout * 1000)
 
@@ -124,7 +133,7 @@ class SQLiteStore(SQLStore):
             table_prefix=table_prefix,
             error_classifier=error_classifier,
             tx_attempts=tx_attempts,
-            notifier=LOCAL,
+            notifier=LOCAL if notifier is None else notifier,
         )
         if in_memory:
             # One connection, private to this object: nobody else can share a transaction.

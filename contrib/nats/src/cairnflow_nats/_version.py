@@ -1,0 +1,3 @@
+"""The version of cairnflow-nats."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,56 @@
+"""The conformance kit on MariaDB and on a multi-process SQLite file, each given a
+:class:`NatsNotifier`: the stores declare ``Cap.NOTIFY`` and the kit proves it (with every
+other capability they declare: the kit cannot run one capability's tests alone).
+
+The drivers' kit targets take the notifier as a spec, so the worker processes the kit
+spawns build one of their own and "an idle worker process is woken by an enqueue
+elsewhere" crosses processes over NATS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cairnflow_conformance import ConformanceSuite, databases
+from cairnflow_mysql.testing import kit_target as mysql_target
+from cairnflow_sqlite.testing import kit_target as sqlite_target
+
+
+def notifier(url: str, prefix: str) -> tuple[str, dict[str, Any]]:
+    """The spec of a NatsNotifier on the test NATS, under the session's prefix."""
+    return ("cairnflow_nats:NatsNotifier", {"url": url, "prefix": prefix})
+
+
+class TestMariaDBNats(ConformanceSuite):
+    """``mysql://`` on MariaDB with ``notifier=NatsNotifier(...)``."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def cairnflow_target(cls, nats_url: str, session_prefix: str) -> Iterator[Any]:
+        """MariaDB from ``CAIRNFLOW_TEST_MARIADB_URL`` (else a container)."""
+        with databases.mariadb() as url:
+            yield mysql_target(
+                url,
+                label="cairnflow-mysql on MariaDB + NatsNotifier",
+                notifier=notifier(nats_url, session_prefix),
+            )
+
+
+class TestSQLiteNats(ConformanceSuite):
+    """``sqlite:///file`` shared by worker processes, with ``notifier=NatsNotifier(...)``."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def cairnflow_target(
+        cls, nats_url: str, session_prefix: str, tmp_path_factory: pytest.TempPathFactory
+    ) -> Any:
+        """One SQLite file for the class; each kit test gets its own table prefix in it."""
+        path = str(tmp_path_factory.mktemp("kit-nats") / "kit.db")
+        return sqlite_target(
+            path,
+            label="cairnflow-sqlite (file) + NatsNotifier",
+            notifier=notifier(nats_url, session_prefix),
+        )
