@@ -92,6 +92,9 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_errors",
             "app_run_labels",
             "app_servers",
+            "app_runs_archive",
+            "app_steps_archive",
+            "app_step_history",
             "app_migrations",
         ]
     finally:
