@@ -200,7 +200,9 @@ def test_the_worker_imports_its_app_from_the_current_directory_and_names_its_tab
         assert "(tables app_*)" in banner, banner
     finally:
         worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=30)
+        # Generous: once in a CI run (2026-12-02) this worker took over 30 s to exit after
+        # SIGTERM with nothing to drain; not reproduced since (see the issue note).
+        worker.wait(timeout=120)
     assert worker.returncode == 0
 
 
