@@ -52,6 +52,13 @@ def _facets(store: Store, cap: Cap, what: str) -> StoreFacets:
     return facets
 
 
+def _shared_clock(facets: StoreFacets) -> Clock:
+    """The database server's clock where the store has one (one "now" for every node), else
+    this machine's: what lock expiries and rate buckets are compared with."""
+    server = facets.clock
+    return DatabaseClock(server.database_now) if server is not None else Real()
+
+
 class Journal:
     """Memoised results over a store (``Cap.JOURNAL``): ``memo`` runs ``fn`` once per key.
 
@@ -141,10 +148,7 @@ class Locks:
         facets = _facets(store, Cap.LOCKS, "cf.Locks(store)")
         assert facets.locks is not None  # declared, so check_store found its facet
         self._facet: Locking = facets.locks
-        if clock is None:
-            server = facets.clock
-            clock = DatabaseClock(server.database_now) if server is not None else Real()
-        self._clock = clock
+        self._clock = clock if clock is not None else _shared_clock(facets)
 
     def lock(self, name: str, ttl: float) -> str | None:
         """Take ``name`` for ``ttl`` seconds: its token, or None while another holds it."""
@@ -190,10 +194,7 @@ class RateLimiter:
         facets = _facets(store, Cap.RATE_LIMIT, "cf.RateLimiter(store)")
         assert facets.rates is not None  # declared, so check_store found its facet
         self._facet: RateLimiting = facets.rates
-        if clock is None:
-            server = facets.clock
-            clock = DatabaseClock(server.database_now) if server is not None else Real()
-        self._clock = clock
+        self._clock = clock if clock is not None else _shared_clock(facets)
 
     def try_take(self, name: str, rate: Rate, n: int = 1) -> RateTake:
         """Take ``n`` tokens of bucket ``name`` now if it holds them; never waits.

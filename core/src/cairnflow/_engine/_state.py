@@ -445,6 +445,8 @@ class EngineState:
 
     def pop_due_claim_timers(self, now: int) -> None:
         """Ask again each rate-limited queue whose timer is due at ``now``."""
+        if not self._claim_timers:  # the dispatcher's every turn: no lock without a timer
+            return
         with self.lock:
             while self._claim_timers and self._claim_timers[0][0] <= now:
                 _, name = heapq.heappop(self._claim_timers)
