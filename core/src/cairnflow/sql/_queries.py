@@ -57,6 +57,8 @@ class Queries:
             "skip_locked": dialect.skip_locked,
             "lock_runs_joined": dialect.lock_runs_joined or "",
             "keep_existing": dialect.keep_existing,
+            "greatest": dialect.greatest,
+            "least": dialect.least,
         }
 
         def r(template: str) -> str:
@@ -106,6 +108,7 @@ class Queries:
         self._runs_named = r(s.RUNS_NAMED)
         # -- claiming
         self._ready = r(s.READY)
+        self._room_limit = r(s.ROOM_LIMIT)
         self._update_returning = r(s.UPDATE_RETURNING)
         self._update_returning_runs = r(s.UPDATE_RETURNING_RUNS)
         self._mark_claimed = r(s.MARK_CLAIMED)
@@ -240,13 +243,22 @@ class Queries:
         queue: str,
         limit: int,
         claimed: tuple[Any, ...],
+        global_limit: int | None = None,
     ) -> ClaimPlan:
         """The statements of one queue's claim; ``claimed``: the values of the claimed SET clause.
 
-        There is no time condition: a step is only 'ready' once it is due.
+        There is no time condition: a step is only 'ready' once it is due. With
+        ``global_limit`` (only where :attr:`Dialect.limit_expressions`), the claim
+        takes at most that limit minus the queue's running steps, counted by the
+        claim statement itself (its limiter row locked by an earlier statement).
         """
-        ready = self._ready.format(workflows=marks(len(workflows)))
-        ready_params = (queue, *workflows, queue, limit)
+        workflow_marks = marks(len(workflows))
+        if global_limit is None:
+            ready = self._ready.format(workflows=workflow_marks, limit="?")
+            ready_params: tuple[Any, ...] = (queue, *workflows, queue, limit)
+        else:
+            ready = self._ready.format(workflows=workflow_marks, limit=self._room_limit)
+            ready_params = (queue, *workflows, queue, queue, limit, global_limit, queue)
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)

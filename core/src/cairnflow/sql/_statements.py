@@ -242,10 +242,11 @@ READY = (
     + _READY_UNPAUSED
     + """
             ORDER BY priority DESC, due_at, id
-            LIMIT ?"""
+            LIMIT {limit}"""
 )
 """One queue's most urgent ready steps of workflows not paused, unless the queue is paused,
-and those of forced runs: the subquery (or first statement) of every claim."""
+and those of forced runs: the subquery (or first statement) of every claim. ``{limit}`` is
+``?``, or ROOM_LIMIT for a globally limited queue where the engine takes an expression there."""
 
 UPDATE_RETURNING = """
             UPDATE {steps} SET {claimed_set}
@@ -762,6 +763,20 @@ one writer already serialises them)."""
 COUNT_RUNNING = "SELECT count(*) FROM {steps} WHERE queue = ? AND status = 'running'"
 """The queue's attempts running on every client, leases expired or not (an expired one counts
 until it is reclaimed: the limit is never exceeded). Read by the running-by-queue index."""
+
+# A claim's LIMIT that counts the queue's running attempts itself (docs/claim.md, 3), where the
+# engine takes an expression there (Dialect.limit_expressions: Postgres, SQLite). The claim
+# statement runs after the statement that locked the limiter row, so (READ COMMITTED: a new
+# snapshot per statement) its count sees every claim committed before the lock was granted;
+# on Postgres the lock, the claim and the COMMIT then go out in one round trip, where reading
+# the count first cost two more. A limiter row deleted by hand since it was created locks
+# nothing: the claim then takes nothing (the EXISTS), and the row is created again before
+# the next claim.
+ROOM_LIMIT = """CASE WHEN EXISTS (SELECT 1 FROM {limits} WHERE kind = 'queue' AND name = ?)
+                THEN {greatest}(0, {least}(?, ? - (
+                    SELECT count(*) FROM {steps} WHERE queue = ? AND status = 'running')))
+                ELSE 0 END"""
+"""At most ``?`` steps, and no more than the queue's global limit ``?`` minus its running."""
 
 # -- rate limits (docs/claim.md, 5: a bucket's arrival time, moved under its row's lock) -------
 # A bucket is a row of limits whose tat column holds its theoretical arrival time (GCRA,
