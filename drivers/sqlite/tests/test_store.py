@@ -554,6 +554,8 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "claim, keyed, pauses": (keyed, by_pause),
         "lock_key": ((q.lock_key, ("a",)), "sqlite_autoindex_cf_limits_1"),
         "move_key": ((q.move_key, (1, "a")), "sqlite_autoindex_cf_limits_1"),
+        "lock_keys": (q.lock_keys(["a", "b", "c"]), "sqlite_autoindex_cf_limits_1"),
+        "move_keys": (q.move_keys([(1, "a"), (-2, "b")]), "sqlite_autoindex_cf_limits_1"),
         "set_head": ((q.set_head, ("r1", "a")), "sqlite_autoindex_cf_limits_1"),
         "fifo_head": ((q.fifo_head, ("a",)), "cf_runs_fifo"),
         "head_unfinished": ((q.head_unfinished, ("r1", "a")), by_run_id),
@@ -718,8 +720,8 @@ def test_only_a_keyed_claim_sends_the_keys_statements(db: Path) -> None:
 
     sent, taken = statements(keys=True)
     assert len(taken) == 2  # one run of each key: the limit is 1
-    # candidates, lock each of the two keys, move the counts, lease by id, read the leased rows
-    assert sent == 6, sent
+    # candidates, lock both keys (one statement), move the counts, lease by id, read the rows
+    assert sent == 5, sent
     # Both keys full: the candidates' statement skips every row, and nothing is locked.
     assert statements(keys=True) == (1, [])
     plain_sent, plain_taken = statements(keys=False)  # keys ignored: the plain claim

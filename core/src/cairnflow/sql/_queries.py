@@ -219,6 +219,8 @@ class Queries:
         self.insert_key = r(s.INSERT_KEY)
         self.lock_key = r(s.LOCK_KEY)
         self.move_key = r(s.MOVE_KEY)
+        self._lock_keys = r(s.LOCK_KEYS)
+        self._move_keys = r(s.MOVE_KEYS)
         self.set_head = r(s.SET_HEAD)
         self.head_unfinished = r(s.HEAD_UNFINISHED)
         self.fifo_head = r(s.FIFO_HEAD)
@@ -293,6 +295,17 @@ class Queries:
         """Lock those of ``step_ids`` still ready, skipping locked ones (a candidate's relock)."""
         sql = self._claimed_rows.format(ids=marks(len(step_ids)))
         return f"{sql} AND status = 'ready'{self.dialect.skip_locked}", tuple(step_ids)
+
+    def lock_keys(self, names: Sequence[str]) -> Statement:
+        """Lock the rows of the keys ``names``, in name order (one statement)."""
+        return self._lock_keys.format(ids=marks(len(names))), tuple(names)
+
+    def move_keys(self, moves: Sequence[tuple[int, str]]) -> Statement:
+        """Add ``count`` to each key's count, for ``(count, name)`` pairs, in one statement."""
+        cases = " ".join("WHEN ? THEN ?" for _ in moves)
+        sql = self._move_keys.format(moves=cases, ids=marks(len(moves)))
+        params = [v for count, name in moves for v in (name, count)]
+        return sql, (*params, *(name for _, name in moves))
 
     def keyed_steps(self, step_ids: Sequence[str]) -> Statement:
         """The keys of those of ``step_ids`` that carry one."""
