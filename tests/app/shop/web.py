@@ -1,0 +1,108 @@
+"""The web application: ``POST /orders`` writes the order and enqueues its fulfilment at once.
+
+The order's row and the run are written in one SQLAlchemy transaction
+(:func:`cairnflow_sqlalchemy.enqueue`): an order refused after the enqueue (more than
+``STOCK`` items) rolls back both, and the response names the run id that was never
+committed. The client is never started (the worker process runs the steps); the
+wake-up after the commit reaches the workers through the store's notifier where it
+has one (Postgres), else they find the run at their next poll.
+
+SQLAlchemy's calls are synchronous: the endpoint runs them in Starlette's thread pool,
+never on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import sqlalchemy as sa
+from cairnflow_sqlalchemy import enqueue
+from sqlalchemy.orm import sessionmaker
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+import cairnflow as cf
+
+from .flows import workflows
+
+STOCK = 10
+"""The most items of one kind an order may ask for."""
+
+metadata = sa.MetaData()
+orders = sa.Table(
+    "shop_orders",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("item", sa.String(80), nullable=False),
+    sa.Column("qty", sa.Integer, nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+)
+
+
+class OutOfStock(Exception):
+    """More items asked for than the shop holds: the order and its run roll back."""
+
+
+class Shop:
+    """The process's database engine and its cairnflow client (never started)."""
+
+    def __init__(self, database_url: str, cairnflow_url: str) -> None:
+        self.engine = sa.create_engine(database_url)
+        metadata.create_all(self.engine)
+        self.sessions = sessionmaker(self.engine)
+        self.store = cf.open_store(cairnflow_url)
+        self.client = cf.Client(self.store, enqueue_only=True)
+        self.client.register(*workflows)
+
+    def place(self, order: dict[str, Any]) -> str:
+        """Write the order and enqueue its fulfilment in one transaction; the run's id."""
+        with self.sessions.begin() as session:
+            ref = enqueue(self.client, session, "shop-fulfil", order, key=f"order-{order['id']}")
+            session.execute(sa.insert(orders).values(run_id=ref.id, **order))
+            if order["qty"] > STOCK:
+                raise OutOfStock(ref.id)
+        return ref.id
+
+    def close(self) -> None:
+        self.store.close()
+        self.engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    shop = Shop(os.environ["SHOP_DATABASE_URL"], os.environ["CAIRNFLOW_URL"])
+    app.state.shop = shop
+    try:
+        yield
+    finally:
+        shop.close()
+
+
+async def create_order(request: Request) -> JSONResponse:
+    body = await request.json()
+    order = {"id": str(body["id"]), "item": str(body["item"]), "qty": int(body["qty"])}
+    shop: Shop = request.app.state.shop
+    try:
+        run_id = await run_in_threadpool(shop.place, order)
+    except OutOfStock as refused:
+        return JSONResponse({"error": "out of stock", "rolled_back_run": str(refused)}, 409)
+    return JSONResponse({"order": order["id"], "run": run_id}, status_code=201)
+
+
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"ok": True})
+
+
+app = Starlette(
+    routes=[
+        Route("/orders", create_order, methods=["POST"]),
+        Route("/health", health),
+    ],
+    lifespan=lifespan,
+)
