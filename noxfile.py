@@ -94,6 +94,23 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/run.py", *session.posargs)
 
 
+@nox.session(name="bench-http")
+def bench_http(session: nox.Session) -> None:
+    """An enqueuing endpoint under HTTP load on Postgres: loop lag in a uvicorn server (#19).
+
+    ``-- --rate 500 --seconds 10``; ``--loop uvloop --http httptools`` for uvicorn's fast
+    parts. See ``bench/async_http.py``; figures in docs/benchmarks.md.
+    """
+    session.install(
+        *_editable(CORE, f"{DRIVERS['postgres']}{EXTRAS['postgres']}"),
+        *RECIPE_DEPS,
+        "uvicorn>=0.30",
+        "uvloop>=0.19",
+        "httptools>=0.6",
+    )
+    session.run("python", "bench/async_http.py", *session.posargs)
+
+
 # The peers of ``bench-peers``, pinned: the versions its table in docs/benchmarks.md names.
 BENCH_PEERS = {
     "pgqueuer": ["pgqueuer==1.6.0", "asyncpg==0.32.0"],
