@@ -408,8 +408,10 @@ class Dialect:
         """
         raise TypeError(
             f"enqueue_tx() on an async connection is not supported by {type(self).__name__}, "
-            f"got {type(tx).__qualname__}: enqueue with client.enqueue_tx() on the driver's "
-            "sync connection"
+            f"got {type(tx).__qualname__}: this engine's driver library has no async "
+            "connection the store writes on (only psycopg's, on Postgres); enqueue with "
+            "client.enqueue_tx() on the driver's sync connection (from async code, in a "
+            "thread: asyncio.to_thread)"
         )
 
     async def send_in_savepoint(self, conn: Any, statements: Sequence[Recorded]) -> None:
