@@ -41,9 +41,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_QUEUE",
-    "Concurrency",
     "Branch",
     "Compensation",
+    "Concurrency",
     "Sleep",
     "Step",
     "StepFn",
@@ -626,9 +626,7 @@ class Workflow:
     @property
     def compensations(self) -> Mapping[str, str]:
         """The compensation of each step that has one: ``{step: compensation}``."""
-        return {
-            s.for_: s.name for s in self._steps.values() if isinstance(s, Compensation)
-        }
+        return {s.for_: s.name for s in self._steps.values() if isinstance(s, Compensation)}
 
     def retry_for(self, step: Step) -> RetryPolicy:
         """The retry policy that applies to ``step``."""

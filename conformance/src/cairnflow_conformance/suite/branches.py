@@ -69,7 +69,8 @@ class WaitBranchTests:
         assert ran == ["refund", "tell"], "a step after the timed-out wait ran"
         assert info.result == "told the customer: A-1 refunded"
         approve = info.steps["approve"]
-        assert approve.error is not None and approve.error.type == "StepTimeout"
+        assert approve.error is not None
+        assert approve.error.type == "StepTimeout"
         assert approve.failures == 0, "a wait that took its branch counted a failure"
         stored = cairnflow_kit.stored(ref)
         assert stored.state == cf.Status.SUCCEEDED.value
@@ -125,7 +126,8 @@ class WaitBranchTests:
         clock.advance(60)
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.FAILED
-        assert info.error is not None and info.error.step == "escalate"
+        assert info.error is not None
+        assert info.error.step == "escalate"
         assert info.steps["gate"].status is cf.StepStatus.TIMED_OUT
         assert info.steps["done"].status is cf.StepStatus.SKIPPED
 
@@ -190,7 +192,8 @@ class CompensationTests:
             "recall": cf.StepStatus.SKIPPED,
         }
         refund, unreserve = info.steps["refund"], info.steps["unreserve"]
-        assert refund.finished_at_ns is not None and unreserve.started_at_ns is not None
+        assert refund.finished_at_ns is not None
+        assert unreserve.started_at_ns is not None
         assert refund.finished_at_ns <= unreserve.started_at_ns, "compensations overlapped"
         assert info.finished_at_ns is not None
         assert info.finished_at_ns >= (unreserve.finished_at_ns or 0)
@@ -221,11 +224,13 @@ class CompensationTests:
         ref = client.enqueue("kit-saga", "A-4")
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.FAILED
-        assert info.error is not None and info.error.step == "ship"
+        assert info.error is not None
+        assert info.error.step == "ship"
         assert done == ["refund: charged for reserved A-4"], "a compensation ran after one failed"
         refund = info.steps["refund"]
         assert refund.status is cf.StepStatus.FAILED
-        assert refund.error is not None and refund.error.message == "the card was closed"
+        assert refund.error is not None
+        assert refund.error.message == "the card was closed"
         assert info.steps["unreserve"].status is cf.StepStatus.CANCELLED
         assert info.steps["recall"].status is cf.StepStatus.SKIPPED
 
@@ -264,7 +269,8 @@ class CompensationTests:
         rescuer = cairnflow_kit.client(wf, node_id="kit-rescuer", lease=5)
         info = rescuer.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.FAILED
-        assert info.error is not None and info.error.step == "ship"
+        assert info.error is not None
+        assert info.error.step == "ship"
         step = info.steps["refund"]
         assert step.status is cf.StepStatus.SUCCEEDED
         assert (step.attempts, step.reclaims) == (2, 1)

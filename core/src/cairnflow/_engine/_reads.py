@@ -232,9 +232,7 @@ class RunReader:
             # left, was skipped (Cap.WAIT_BRANCH); compensations are never sinks.
             dag = [s for s in stored.steps if s.kind is not StepKind.COMPENSATION]
             parents = {p for s in dag for p in s.parents}
-            sinks = [
-                s for s in dag if s.name not in parents and s.status is StepStatus.SUCCEEDED
-            ]
+            sinks = [s for s in dag if s.name not in parents and s.status is StepStatus.SUCCEEDED]
             if len(sinks) == 1:
                 result = steps[sinks[0].name].output
             else:
