@@ -51,7 +51,15 @@ _REOPEN_RUN = """
             SET state = 'active', finished_at = NULL, error = NULL, active_key = idem_key,
                 steps_left = ?
             WHERE id = ? AND state = ?"""
-_UNSUCCEEDED = "SELECT COUNT(*) FROM {steps} WHERE run_id = ? AND status <> 'succeeded'"
+# What a retry keeps: succeeded steps, and those a wait's branch settled (skipped, timed out;
+# Cap.WAIT_BRANCH); a compensation is skipped until its run fails (Cap.COMPENSATION).
+_UNSUCCEEDED = """
+            SELECT COUNT(*) FROM {steps}
+            WHERE run_id = ? AND status NOT IN ('succeeded', 'skipped', 'timed_out')"""
+# A run whose compensations ran is not retried: the steps they undid would be kept.
+_COMPENSATED = """
+            SELECT COUNT(*) FROM {steps}
+            WHERE run_id = ? AND kind = 'compensation' AND status <> 'skipped'"""
 # Every step that did not succeed: no lease (a late outcome is lost), a fresh retry budget,
 # ready now when its parents all succeeded, blocked otherwise (two statements: a bound value
 # inside a CASE has no type for a driver that sends values untyped, as pg8000 does). Outputs
@@ -189,6 +197,9 @@ class Admin(Part):
                 return Reopened.NOT_RETRYABLE
             if step is not None and to_text(found.status) != "failed":
                 return Reopened.STEP_NOT_FAILED
+            ((compensated,),) = self._run(cur, "_COMPENSATED", run_id).fetchall()
+            if int(compensated):
+                return Reopened.NOT_RETRYABLE
             if locked.key is not None:
                 held[:] = [(locked.workflow, locked.key)]
                 holder = self._run(cur, "_HOLDER", locked.workflow, locked.key).fetchone()
