@@ -4,6 +4,7 @@ COMPENSATION (a failed run undoes its succeeded steps, in reverse order: a saga)
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import cairnflow as cf
@@ -105,6 +106,28 @@ class WaitBranchTests:
         assert client.info(ref).steps["refund"].status is cf.StepStatus.SKIPPED
         assert ran == ["ship"], "the branch ran though the signal came in time"
 
+    @proves(Cap.WAIT_BRANCH, requires=[Cap.STEP_HISTORY])
+    def test_the_step_history_records_the_timeout_and_the_skipped_steps(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        clock = cf.clock.Fake()
+        client = cairnflow_kit.client(_approval([]), clock=clock)
+        ref = client.enqueue("kit-branching", "A-6")
+        wait_until(
+            lambda: step_status_is(client, ref, "approve", cf.StepStatus.WAITING),
+            timeout=TIMEOUT,
+            what="the wait",
+        )
+        clock.advance(3600)
+        assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+        events: dict[str, list[str]] = {}
+        for event in client.step_history(ref):
+            events.setdefault(event.step, []).append(event.event)
+        assert events["approve"] == ["claimed", "waiting", "timed_out"]
+        assert events["ship"] == ["skipped"]
+        assert events["refund"] == ["claimed", "succeeded"]
+        assert events["tell"] == ["claimed", "succeeded"]
+
     @proves(Cap.WAIT_BRANCH)
     def test_a_branch_that_fails_fails_the_run(self, cairnflow_kit: Kit) -> None:
         clock = cf.clock.Fake()
@@ -151,13 +174,17 @@ def _saga(done: list[str], *, refund_fails: bool = False) -> cf.Workflow:
     @wf.compensation(for_=reserve)
     def unreserve(ctx: cf.StepContext, reserved: str) -> str:
         done.append(f"unreserve: {reserved}")
+        time.sleep(0.05)  # a compensation started behind it would show up in between
+        done.append("unreserve ends")
         return "released"
 
     @wf.compensation(for_=charge)
     def refund(ctx: cf.StepContext, charged: str) -> str:
         done.append(f"refund: {charged}")
+        time.sleep(0.05)
         if refund_fails:
             raise cf.Permanent("the card was closed")
+        done.append("refund ends")
         return "refunded"
 
     @wf.compensation(for_=ship)
@@ -181,7 +208,12 @@ class CompensationTests:
         assert info.status is cf.Status.FAILED
         assert info.error is not None
         assert (info.error.step, info.error.message) == ("ship", "the courier refused the parcel")
-        assert done == ["refund: charged for reserved A-3", "unreserve: reserved A-3"]
+        assert done == [
+            "refund: charged for reserved A-3",
+            "refund ends",
+            "unreserve: reserved A-3",
+            "unreserve ends",
+        ], "the compensations ran out of order, or at once"
         statuses = {name: step.status for name, step in info.steps.items()}
         assert statuses == {
             "reserve": cf.StepStatus.SUCCEEDED,
@@ -191,15 +223,25 @@ class CompensationTests:
             "refund": cf.StepStatus.SUCCEEDED,
             "recall": cf.StepStatus.SKIPPED,
         }
-        refund, unreserve = info.steps["refund"], info.steps["unreserve"]
-        assert refund.finished_at_ns is not None
-        assert unreserve.started_at_ns is not None
-        assert refund.finished_at_ns <= unreserve.started_at_ns, "compensations overlapped"
-        assert info.finished_at_ns is not None
-        assert info.finished_at_ns >= (unreserve.finished_at_ns or 0)
+        assert info.steps["unreserve"].attempts == info.steps["refund"].attempts == 1
         stored = cairnflow_kit.stored(ref)
         assert stored.state == cf.Status.FAILED.value
         assert cairnflow_kit.stored_output(ref, "refund") == "refunded"
+
+    @proves(Cap.COMPENSATION, requires=[Cap.STEP_HISTORY])
+    def test_the_step_history_shows_each_compensation_run_once(self, cairnflow_kit: Kit) -> None:
+        client = cairnflow_kit.client(_saga([]))
+        ref = client.enqueue("kit-saga", "A-7")
+        assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.FAILED
+        events: dict[str, list[str]] = {}
+        for event in client.step_history(ref):
+            events.setdefault(event.step, []).append(event.event)
+        assert events["ship"] == ["claimed", "failed"]
+        assert events["refund"] == ["claimed", "succeeded"]
+        assert events["unreserve"] == ["claimed", "succeeded"]
+        assert "recall" not in events, "a compensation that never ran has a history"
+        order = [(e.step, e.event) for e in client.step_history(ref)]
+        assert order.index(("refund", "succeeded")) < order.index(("unreserve", "claimed"))
 
     @proves(Cap.COMPENSATION, requires=[Cap.RESULT])
     def test_a_run_that_succeeds_runs_no_compensation(self, cairnflow_kit: Kit) -> None:
