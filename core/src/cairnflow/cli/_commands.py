@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .. import Cap, Client, QueueConfig, Recycle, StopCause, StopReport, Workflow, __version__
 from .._errors import CairnError, InvalidName, InvalidQuery
+from .._models import StepInfo, StepKind, StepStatus
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..logging import setup as setup_logging
@@ -486,11 +487,21 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
     for column in ("step", "kind", "status", "attempts", "node", "output / error"):
         table.add_column(column)
     for name, step in info.steps.items():
-        shown = str(step.error) if step.error is not None else repr(step.output)
         table.add_row(
-            name, step.kind.value, step.status.value, str(step.attempts), step.node or "", shown
+            name,
+            step.kind.value,
+            step.status.value,
+            str(step.attempts),
+            step.node or "",
+            _step_detail(step),
+            style=_STEP_STYLES.get(step.status),
         )
     console.print(table)
+    compensations = [s for s in info.steps.values() if s.kind is StepKind.COMPENSATION]
+    if any(s.status is not StepStatus.SKIPPED for s in compensations):
+        # Cap.COMPENSATION: the run failed and undid its succeeded steps (or is undoing them).
+        doing = "ran" if info.finished else "runs"
+        console.print(f"compensating: the run failed and {doing} the compensations of its steps")
     if info.status.value == "succeeded":
         console.print(f"result: {info.result!r}")
     if history:
@@ -501,6 +512,27 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
             at = event.at.isoformat(timespec="milliseconds")
             events.add_row(at, event.step, str(event.attempt), event.event, event.node or "")
         console.print(events)
+
+
+_STEP_STYLES = {StepStatus.SKIPPED: "dim", StepStatus.TIMED_OUT: "yellow"}
+"""How ``cairn show`` marks the steps of a failure path (Cap.WAIT_BRANCH, Cap.COMPENSATION)."""
+
+
+def _step_detail(step: StepInfo) -> str:
+    """The output / error column of ``cairn show``: a step's output, or why it has none."""
+    if step.status is StepStatus.SKIPPED:
+        if step.kind is StepKind.COMPENSATION:
+            return "not run: nothing to undo"
+        return "not run: the other branch was taken"
+    if step.status is StepStatus.TIMED_OUT:
+        return f"timed out, took its on_timeout branch ({step.error})"
+    if step.status is StepStatus.SUCCEEDED:
+        # Its output, never an earlier error: those are history (the table below).
+        shown = repr(step.output)
+        if step.failures:
+            shown += f"  (after {step.failures} failed attempt(s))"
+        return shown
+    return str(step.error) if step.error is not None else repr(step.output)
 
 
 class _ListByDefault(click.Group):
