@@ -128,6 +128,23 @@ class WaitBranchTests:
         assert events["refund"] == ["claimed", "succeeded"]
         assert events["tell"] == ["claimed", "succeeded"]
 
+    @proves(Cap.WAIT_BRANCH, requires=[Cap.CANCEL_STEP])
+    def test_cancelling_a_wait_cancels_its_branch_too(self, cairnflow_kit: Kit) -> None:
+        ran: list[str] = []
+        client = cairnflow_kit.client(_approval(ran), clock=cf.clock.Fake())
+        ref = client.enqueue("kit-branching", "A-8")
+        wait_until(
+            lambda: step_status_is(client, ref, "approve", cf.StepStatus.WAITING),
+            timeout=TIMEOUT,
+            what="the wait",
+        )
+        assert client.cancel_step(ref, "approve") is True
+        info = client.wait(ref, timeout=TIMEOUT)  # the run ends: no branch is left blocked
+        assert info.status is cf.Status.CANCELLED
+        for name in ("approve", "ship", "refund", "tell"):
+            assert info.steps[name].status is cf.StepStatus.CANCELLED, name
+        assert ran == []
+
     @proves(Cap.WAIT_BRANCH)
     def test_a_branch_that_fails_fails_the_run(self, cairnflow_kit: Kit) -> None:
         clock = cf.clock.Fake()
@@ -242,6 +259,18 @@ class CompensationTests:
         assert "recall" not in events, "a compensation that never ran has a history"
         order = [(e.step, e.event) for e in client.step_history(ref)]
         assert order.index(("refund", "succeeded")) < order.index(("unreserve", "claimed"))
+
+    @proves(Cap.COMPENSATION, requires=[Cap.RETRY_RUN])
+    def test_a_run_whose_compensations_ran_is_not_retried(self, cairnflow_kit: Kit) -> None:
+        done: list[str] = []
+        client = cairnflow_kit.client(_saga(done))
+        ref = client.enqueue("kit-saga", "A-9")
+        assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.FAILED
+        assert client.retry_run(ref) is False, "a run whose steps were undone was retried"
+        info = client.info(ref)
+        assert info.status is cf.Status.FAILED
+        assert info.steps["reserve"].status is cf.StepStatus.SUCCEEDED
+        assert len(done) == 4, "a compensation ran again"
 
     @proves(Cap.COMPENSATION, requires=[Cap.RESULT])
     def test_a_run_that_succeeds_runs_no_compensation(self, cairnflow_kit: Kit) -> None:

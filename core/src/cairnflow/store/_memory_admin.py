@@ -145,10 +145,17 @@ class MemoryAdmin:
                 raise StepNotFound(run_id, step)
             if run.state != ACTIVE or target.status.finished:
                 return False
+            if target.kind is StepKind.COMPENSATION:
+                return False  # a compensating run is undone whole or cancelled whole
+            # A wait's branch depends on it too (Cap.WAIT_BRANCH), though it is not its child.
+            branches = {
+                s.parents[0]: s.name for s in run.steps.values() if s.kind is StepKind.BRANCH
+            }
             doomed = [target]
             seen = {target.name}
             for current in doomed:  # grows as it goes: every descendant, once
-                for name in current.children:
+                branch = branches.get(current.name)
+                for name in (*current.children, *((branch,) if branch else ())):
                     child = run.steps[name]
                     if name not in seen and not child.status.finished:
                         seen.add(name)
