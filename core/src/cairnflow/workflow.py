@@ -605,12 +605,9 @@ class Workflow:
     def sinks(self) -> tuple[str, ...]:
         """The steps no other step is after; the outputs of those that succeeded make the
         run's result (compensations are never sinks; a wait with a branch never is)."""
-        with_children = {p for s in self._steps.values() for p in self.stored_parents(s.name)}
-        return tuple(
-            n
-            for n, s in self._steps.items()
-            if n not in with_children and s.kind is not StepKind.COMPENSATION
-        )
+        dag = {n: s for n, s in self._steps.items() if s.kind is not StepKind.COMPENSATION}
+        with_children = {p for n in dag for p in self.stored_parents(n)}
+        return tuple(n for n in dag if n not in with_children)
 
     def stored_parents(self, name: str) -> tuple[str, ...]:
         """The parents a store keeps for step ``name``: its ``after``; a branch's wait; the
