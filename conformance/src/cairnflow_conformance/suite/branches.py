@@ -41,6 +41,17 @@ def _approval(ran: list[str]) -> cf.Workflow:
     return wf
 
 
+def _waiting(client: cf.Client, workflow: str, payload: Any, wait: str) -> cf.RunRef:
+    """Enqueue a run of ``workflow`` and return once its step ``wait`` waits."""
+    ref = client.enqueue(workflow, payload)
+    wait_until(
+        lambda: step_status_is(client, ref, wait, cf.StepStatus.WAITING),
+        timeout=TIMEOUT,
+        what="the wait",
+    )
+    return ref
+
+
 class WaitBranchTests:
     """``Cap.WAIT_BRANCH``: a wait whose timeout passes continues down a named branch."""
 
@@ -49,12 +60,7 @@ class WaitBranchTests:
         clock = cf.clock.Fake()
         ran: list[str] = []
         client = cairnflow_kit.client(_approval(ran), clock=clock)
-        ref = client.enqueue("kit-branching", "A-1")
-        wait_until(
-            lambda: step_status_is(client, ref, "approve", cf.StepStatus.WAITING),
-            timeout=TIMEOUT,
-            what="the wait",
-        )
+        ref = _waiting(client, "kit-branching", "A-1", "approve")
         clock.advance(3600)
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.SUCCEEDED, info.error
@@ -84,12 +90,7 @@ class WaitBranchTests:
         clock = cf.clock.Fake()
         ran: list[str] = []
         client = cairnflow_kit.client(_approval(ran), clock=clock)
-        ref = client.enqueue("kit-branching", "A-2")
-        wait_until(
-            lambda: step_status_is(client, ref, "approve", cf.StepStatus.WAITING),
-            timeout=TIMEOUT,
-            what="the wait",
-        )
+        ref = _waiting(client, "kit-branching", "A-2", "approve")
         client.signal(ref, "approved", {"by": "ops"})
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.SUCCEEDED, info.error
@@ -112,12 +113,7 @@ class WaitBranchTests:
     ) -> None:
         clock = cf.clock.Fake()
         client = cairnflow_kit.client(_approval([]), clock=clock)
-        ref = client.enqueue("kit-branching", "A-6")
-        wait_until(
-            lambda: step_status_is(client, ref, "approve", cf.StepStatus.WAITING),
-            timeout=TIMEOUT,
-            what="the wait",
-        )
+        ref = _waiting(client, "kit-branching", "A-6", "approve")
         clock.advance(3600)
         assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
         events: dict[str, list[str]] = {}
@@ -132,12 +128,7 @@ class WaitBranchTests:
     def test_cancelling_a_wait_cancels_its_branch_too(self, cairnflow_kit: Kit) -> None:
         ran: list[str] = []
         client = cairnflow_kit.client(_approval(ran), clock=cf.clock.Fake())
-        ref = client.enqueue("kit-branching", "A-8")
-        wait_until(
-            lambda: step_status_is(client, ref, "approve", cf.StepStatus.WAITING),
-            timeout=TIMEOUT,
-            what="the wait",
-        )
+        ref = _waiting(client, "kit-branching", "A-8", "approve")
         assert client.cancel_step(ref, "approve") is True
         info = client.wait(ref, timeout=TIMEOUT)  # the run ends: no branch is left blocked
         assert info.status is cf.Status.CANCELLED
@@ -157,12 +148,7 @@ class WaitBranchTests:
             raise cf.Permanent("nobody to escalate to")
 
         client = cairnflow_kit.client(wf, clock=clock)
-        ref = client.enqueue("kit-branch-fails", 1)
-        wait_until(
-            lambda: step_status_is(client, ref, "gate", cf.StepStatus.WAITING),
-            timeout=TIMEOUT,
-            what="the wait",
-        )
+        ref = _waiting(client, "kit-branch-fails", 1, "gate")
         clock.advance(60)
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.FAILED

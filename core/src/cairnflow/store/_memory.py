@@ -738,6 +738,10 @@ class MemoryStore(
         run.signals.clear()
         if run.key is not None and self._active_keys.get((run.workflow, run.key)) == run.id:
             del self._active_keys[(run.workflow, run.key)]
+        self._cancel_unfinished(run, now)
+
+    def _cancel_unfinished(self, run: _Run, now: int) -> None:
+        """Cancel the run's unfinished steps (it ended, or it fails and compensates)."""
         for step in run.steps.values():
             if step.status.finished:
                 continue

@@ -49,6 +49,9 @@ class MemoryBranches:
     def _transition(self, step: _Step, event: str, now: int) -> None:
         raise NotImplementedError  # the store's
 
+    def _cancel_unfinished(self, run: _Run, now: int) -> None:
+        raise NotImplementedError  # the store's
+
     # -- Cap.WAIT_BRANCH ----------------------------------------------------------------------
     @staticmethod
     def _branch_of(wait: _Step) -> _Step | None:
@@ -127,17 +130,7 @@ class MemoryBranches:
             return True
         run.error = error
         run.signals.clear()
-        for other in run.steps.values():
-            if other.status.finished or other.kind is StepKind.COMPENSATION:
-                continue
-            # As when a run ends: a running attempt keeps its token, so its holder hears
-            # of the cancellation at its next renewal.
-            self._running.pop(other.id, None)
-            self._ready.pop(other.id, None)
-            self._timed.pop(other.id, None)
-            other.status = StepStatus.CANCELLED
-            other.finished_at = now
-            self._transition(other, "cancelled", now)
+        self._cancel_unfinished(run, now)  # the compensations are skipped: finished, kept
         first, *rest = due
         for later in rest:
             later.status = StepStatus.BLOCKED
