@@ -291,6 +291,20 @@ class CompensationTests:
         assert info.steps["unreserve"].status is cf.StepStatus.CANCELLED
         assert info.steps["recall"].status is cf.StepStatus.SKIPPED
 
+    @proves(Cap.COMPENSATION, requires=[Cap.ERROR_HISTORY])
+    def test_a_failed_compensation_is_in_the_error_history(self, cairnflow_kit: Kit) -> None:
+        client = cairnflow_kit.client(_saga([], refund_fails=True), error_history=10)
+        ref = client.enqueue("kit-saga", "A-10")
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.FAILED
+        assert info.error is not None
+        assert info.error.step == "ship", "the compensation's error replaced the run's"
+        errors = client.errors(ref)  # newest first
+        assert [(e.step, e.message) for e in errors] == [
+            ("refund", "the card was closed"),
+            ("ship", "the courier refused the parcel"),
+        ]
+
     @proves(Cap.COMPENSATION, requires=[Cap.LEASE])
     def test_a_stalled_compensation_is_taken_over_and_never_runs_again_after_success(
         self, cairnflow_kit: Kit
