@@ -291,6 +291,44 @@ class CompensationTests:
         assert info.steps["unreserve"].status is cf.StepStatus.CANCELLED
         assert info.steps["recall"].status is cf.StepStatus.SKIPPED
 
+    @proves(Cap.COMPENSATION, requires=[Cap.CANCEL])
+    def test_cancelling_a_compensating_run_stops_its_compensations(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        started, release = threading.Event(), threading.Event()
+        undone: list[str] = []
+        wf = cf.Workflow("kit-saga-cancel")
+        wf.step(lambda ctx, d: "reserved", name="reserve")
+        wf.step(lambda ctx, d: "charged", name="charge", after=["reserve"])
+
+        @wf.step(after=["charge"])
+        def ship(ctx: cf.StepContext, charged: str) -> None:
+            raise cf.Permanent("no courier")
+
+        @wf.compensation(for_="charge")
+        def refund(ctx: cf.StepContext, charged: str) -> None:
+            started.set()
+            release.wait(TIMEOUT)
+
+        @wf.compensation(for_="reserve")
+        def unreserve(ctx: cf.StepContext, reserved: str) -> None:
+            undone.append(reserved)
+
+        client = cairnflow_kit.client(wf)
+        ref = client.enqueue("kit-saga-cancel")
+        assert started.wait(TIMEOUT)
+        running = client.info(ref)
+        assert not running.finished, "the run ended before its compensations"
+        assert running.error is not None
+        assert running.error.step == "ship"  # a compensating run shows why it failed
+        assert client.cancel(ref) is True
+        release.set()
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.CANCELLED
+        assert info.steps["unreserve"].status is cf.StepStatus.CANCELLED
+        assert info.steps["refund"].status is cf.StepStatus.CANCELLED
+        assert undone == [], "a compensation ran after its run was cancelled"
+
     @proves(Cap.COMPENSATION, requires=[Cap.ERROR_HISTORY])
     def test_a_failed_compensation_is_in_the_error_history(self, cairnflow_kit: Kit) -> None:
         client = cairnflow_kit.client(_saga([], refund_fails=True), error_history=10)
