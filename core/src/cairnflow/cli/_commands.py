@@ -1,4 +1,9 @@
-"""The ``cairn`` command line."""
+"""The ``cairn`` command line.
+
+Over 600 lines because it holds every command a new user meets first (worker,
+migrate, runs, show, schedules, drivers) with the tables they print; the
+administration commands are in :mod:`._admin`.
+"""
 
 from __future__ import annotations
 

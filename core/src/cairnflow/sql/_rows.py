@@ -5,6 +5,9 @@ the column lists of :mod:`._statements` to them), and ``from_row`` turns what
 a DB-API driver returned into Python values once, where the row is read. Code
 elsewhere in the SQL layer reads ``row.run_id``, never ``row[1]``.
 
+Over 600 lines because every row type of the layer is here, one short class
+each: the one place a column list and its reader are checked against each other.
+
 They are ``NamedTuple``\\ s, not dataclasses: a claim and a batch of outcomes
 read one per step on the hot path, and a named tuple costs a tuple, when it is
 built with ``tuple.__new__`` (:data:`_new`): the ``__new__`` a named tuple is
