@@ -258,6 +258,15 @@ class CompensationTests:
         assert info.steps["reserve"].status is cf.StepStatus.SUCCEEDED
         assert len(done) == 4, "a compensation ran again"
 
+    @proves(Cap.COMPENSATION, requires=[Cap.RESCHEDULE, Cap.DELAYED_START])
+    def test_a_delayed_run_with_compensations_can_be_rescheduled(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-saga-later")
+        wf.step(lambda ctx, d: d, name="charge")
+        wf.compensation(for_="charge", name="refund")(lambda ctx, d: d)
+        client = cairnflow_kit.client(wf, start=False)
+        ref = client.enqueue("kit-saga-later", 1, delay=3600)
+        assert client.reschedule(ref, delay=7200) is True, "a compensation counted as started"
+
     @proves(Cap.COMPENSATION, requires=[Cap.RESULT])
     def test_a_run_that_succeeds_runs_no_compensation(self, cairnflow_kit: Kit) -> None:
         done: list[str] = []
