@@ -306,6 +306,30 @@ MUTANTS: tuple[Mutant, ...] = (
         "rate_limit",
         "a rate-limited queue's claim asks for its free workers, not the tokens its bucket holds",
     ),
+    Mutant(
+        "compensations-forward",
+        f"{SQL}/_branches.py",
+        "            reverse=True,\n        )\n        return found",
+        "            reverse=False,\n        )\n        return found",
+        "compensation",
+        "a failed run undoes its steps in the order they ran, not the reverse",
+    ),
+    Mutant(
+        "branch-never-skipped",
+        f"{SQL}/_branches.py",
+        "return 0 if branch is None else self._skip(cur, graph, [branch.name], now)",
+        "return 0",
+        "wait_branch",
+        "a wait resolved in time leaves its branch blocked: the run never ends",
+    ),
+    Mutant(
+        "timeout-ignores-branch",
+        f"{SQL}/_branches.py",
+        "        if wait is None or branch is None:\n            return None",
+        "        if True:\n            return None",
+        "wait_branch",
+        "a wait whose timeout passes fails its run though it names a branch",
+    ),
 )
 
 

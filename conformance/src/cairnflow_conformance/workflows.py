@@ -30,6 +30,7 @@ __all__ = [
     "LOCKER",
     "MEMO",
     "POISON",
+    "SAGA",
     "approval",
     "budget",
     "fanout",
@@ -40,6 +41,7 @@ __all__ = [
     "memo",
     "poison",
     "process_workflows",
+    "saga",
 ]
 
 FANOUT = "kit-fanout"
@@ -51,6 +53,7 @@ LIMITED_QUEUE = "kit-q-limited"
 MEMO = "kit-memo"
 LOCKER = "kit-locker"
 BUDGET = "kit-budget"
+SAGA = "kit-saga-process"
 KEYED = "kit-keyed"
 KEYED_QUEUE = "kit-q-keyed"
 KEYED_LIMIT = 2
@@ -282,6 +285,36 @@ TICKER = "kit-ticker"
 TICKER_SCHEDULE = "every-second"
 
 
+def saga() -> cf.Workflow:
+    """``charge`` → ``ship`` (fails for good); ``refund`` compensates ``charge``.
+
+    The first attempt of ``refund`` traces ``phase="started"`` and waits for the release flag
+    (a killed process stops there); every attempt that returns traces ``phase="returned"``.
+    """
+    wf = cf.Workflow(SAGA)
+
+    def charge(ctx: cf.StepContext, data: Any) -> dict[str, Any]:
+        return _executed(ctx)
+
+    def ship(ctx: cf.StepContext, data: Any) -> None:
+        _executed(ctx)
+        raise cf.Permanent("no courier")
+
+    def refund(ctx: cf.StepContext, charged: dict[str, Any]) -> dict[str, Any]:
+        done = _executed(ctx, phase="started", charged_on=charged["node"])
+        if ctx.attempt == 1:
+            Traces.of(ctx.payload).wait_for_flag(RELEASE, timeout=60)
+        Traces.of(ctx.payload).record(
+            "exec", run=ctx.run_id, step=ctx.step, attempt=ctx.attempt, phase="returned"
+        )
+        return done
+
+    wf.add(cf.Step("charge", charge))
+    wf.add(cf.Step("ship", ship, after=["charge"]))
+    wf.compensation(for_="charge", name="refund")(refund)
+    return wf
+
+
 def ticker() -> cf.Workflow:
     """A workflow fired every second by its schedule (run by ``--schedules`` workers)."""
     wf = cf.Workflow(TICKER, steps=[cf.Step("tick", lambda ctx, data: ctx.node_id)])
@@ -303,4 +336,5 @@ def process_workflows() -> list[cf.Workflow]:
         locker(),
         budget(),
         keyed(),
+        saga(),
     ]

@@ -82,7 +82,16 @@ from .retry import NO_RETRY, Backoff, RetryPolicy
 from .schedule import Misfire, Overlap, Schedule, Window
 from .state import Journal, Locks, RateLimiter
 from .store import MemoryStore, SignalResult, Store
-from .workflow import DEFAULT_QUEUE, Concurrency, Sleep, Step, Wait, Workflow
+from .workflow import (
+    DEFAULT_QUEUE,
+    Branch,
+    Compensation,
+    Concurrency,
+    Sleep,
+    Step,
+    Wait,
+    Workflow,
+)
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -92,11 +101,13 @@ __all__ = [
     "ArchivedRuns",
     "AsyncClient",
     "Backoff",
+    "Branch",
     "CairnError",
     "Cancelled",
     "Cap",
     "Client",
     "Codec",
+    "Compensation",
     "Concurrency",
     "DriverError",
     "DuplicateRun",

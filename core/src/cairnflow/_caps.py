@@ -123,6 +123,14 @@ class Cap(StrEnum):
         "servers",
         "Every started client keeps a heartbeat row; live and lately dead servers are listed.",
     )
+    WAIT_BRANCH = (
+        "wait_branch",
+        "A wait whose timeout passes continues its run down a named branch instead of failing.",
+    )
+    COMPENSATION = (
+        "compensation",
+        "A failed run runs the compensations of its succeeded steps, in reverse order (a saga).",
+    )
     STATS = (
         "stats",
         "Run, step and queue counts and throughput per minute are read from the store's indexes.",

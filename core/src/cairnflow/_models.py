@@ -66,7 +66,13 @@ class StepStatus(StrEnum):
     delayed start, a retry's backoff, a snooze); it becomes ``ready`` when due.
     ``ready``: claimable now. ``running``: an attempt holds its lease.
     ``sleeping``/``waiting``: a sleep or wait step, holding no worker.
-    The rest are final.
+    The rest are final: ``succeeded``, ``failed``, ``cancelled``, and
+    ``timed_out`` (a wait whose timeout passed and whose run went on down its
+    ``on_timeout`` branch, ``Cap.WAIT_BRANCH``) and ``skipped`` (a step that
+    will not run: a branch not taken, a step downstream of a wait that timed
+    out onto its branch, or a compensation step, ``Cap.COMPENSATION``, while
+    its run has not failed: the one final status a step leaves again, when its
+    run fails and the step it compensates had succeeded).
 
     Stored as it is by every store: the one step vocabulary. (How one *attempt*
     of a running step ends is the engine's :class:`~cairnflow._engine._attempt.End`;
@@ -82,19 +88,45 @@ class StepStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    SKIPPED = "skipped"
 
     @property
     def finished(self) -> bool:
-        """True once the step will not change again."""
-        return self in (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+        """True once the step will not change again (see ``skipped`` for its one exception)."""
+        return self in _STEP_FINAL
+
+
+_STEP_FINAL = frozenset(
+    {
+        StepStatus.SUCCEEDED,
+        StepStatus.FAILED,
+        StepStatus.CANCELLED,
+        StepStatus.TIMED_OUT,
+        StepStatus.SKIPPED,
+    }
+)
 
 
 class StepKind(StrEnum):
-    """What a step is: user code, a durable sleep or a wait for a signal."""
+    """What a step is: user code, a durable sleep or a wait for a signal.
+
+    Two kinds of user code run only on a failure path: ``branch``, run when the
+    wait naming it in ``on_timeout`` timed out (``Cap.WAIT_BRANCH``), and
+    ``compensation``, run when its run failed after the step it compensates had
+    succeeded (``Cap.COMPENSATION``).
+    """
 
     TASK = "task"
     SLEEP = "sleep"
     WAIT = "wait"
+    BRANCH = "branch"
+    COMPENSATION = "compensation"
+
+    @property
+    def runs_code(self) -> bool:
+        """True for the kinds whose steps run a function ``fn(ctx, data)``."""
+        return self not in (StepKind.SLEEP, StepKind.WAIT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,16 @@ defined (names, parents, cycles), so a broken DAG never reaches a store::
 
     cool_off = orders.sleep("cool-off", seconds=3600, after=[ship])
     orders.wait("approval", signal="approved", timeout=86400, after=[cool_off])
+
+Failure paths (docs/guides/branches.md): a wait can name a *branch* step its
+run continues with when the timeout passes (``on_timeout=``, declared with
+``@wf.step(branch=True)``), and a step can have a *compensation*
+(``@wf.compensation(for_=charge)``) that runs, in reverse order of completion,
+for the steps that succeeded once the run fails (a saga).
+
+Over 600 lines because a definition is checked here, in one place, as it is
+written: every step class, the DAG's parents and cycles, branches and
+compensations, and the capabilities a workflow asks of a store.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_QUEUE",
+    "Branch",
+    "Compensation",
     "Concurrency",
     "Sleep",
     "Step",
@@ -88,7 +100,7 @@ class Step:
                     f"(Workflow(concurrency=Concurrency(..., fifo=True))), not a step's"
                 )
         self.concurrency = concurrency
-        if self.kind is StepKind.TASK:
+        if self.kind.runs_code:
             if fn is None or not callable(fn):
                 raise TypeError(f"step {name!r} needs a callable fn(ctx, data), got {fn!r}")
             _check_signature(name, fn)
@@ -135,17 +147,80 @@ class Wait(Step):
 
     Its output is the signal's payload. A signal sent before the wait became
     ready is kept and consumed when it does. With ``timeout`` the step fails
-    with :class:`~cairnflow.StepTimeout` when no signal came in time.
+    with :class:`~cairnflow.StepTimeout` when no signal came in time, unless
+    it names a branch in ``on_timeout`` (``Cap.WAIT_BRANCH``): then the wait
+    ends ``timed_out``, the steps after it are ``skipped`` and the branch step
+    runs. When the signal comes in time, the branch is ``skipped`` instead.
     """
 
     kind = StepKind.WAIT
 
     def __init__(
-        self, name: str, *, signal: str, timeout: float | None = None, after: Iterable[Any] = ()
+        self,
+        name: str,
+        *,
+        signal: str,
+        timeout: float | None = None,
+        after: Iterable[Any] = (),
+        on_timeout: str | Step | None = None,
     ) -> None:
         super().__init__(name, after=after)
         self.signal = check_name("signal", signal)
         self.timeout = _check_seconds(f"timeout of wait {name!r}", timeout)
+        if isinstance(on_timeout, Step):
+            on_timeout = on_timeout.name
+        if on_timeout is not None:
+            if not isinstance(on_timeout, str):
+                raise TypeError(
+                    f"wait {name!r}: on_timeout names a branch step (a name or the step), "
+                    f"got {on_timeout!r}"
+                )
+            if self.timeout is None:
+                raise ValueError(
+                    f"wait {name!r}: on_timeout={on_timeout!r} needs a timeout (the branch is "
+                    f"taken when it passes)"
+                )
+            check_name("step", on_timeout)
+        self.on_timeout: str | None = on_timeout
+        """The branch step the run continues with when the timeout passes (None: it fails)."""
+
+
+class Branch(Step):
+    """A step that runs only when the wait naming it in ``on_timeout`` timed out.
+
+    Declared with ``@wf.step(branch=True)``; it has no ``after`` of its own (the
+    wait is its one parent, whose timeout starts it) and its input is the run's
+    payload. Steps ``after`` it are its branch; they are skipped with it when
+    the wait's signal comes in time (``Cap.WAIT_BRANCH``).
+    """
+
+    kind = StepKind.BRANCH
+
+    def __init__(self, name: str, fn: StepFn | None = None, **options: Any) -> None:
+        if options.get("after"):
+            raise ValueError(
+                f"branch step {name!r} cannot have after=: it starts when the wait that "
+                f"names it in on_timeout times out"
+            )
+        super().__init__(name, fn, **options)
+        self.wait: str | None = None
+        """The wait whose timeout starts this step (set by :meth:`Workflow.validate`)."""
+
+
+class Compensation(Step):
+    """The compensation of step ``for_``: run only when the run fails after ``for_`` succeeded.
+
+    Its input is the output of the step it compensates. A failed run runs the
+    compensations of its succeeded steps one after the other, the step that
+    completed last first (``Cap.COMPENSATION``); each is leased, fenced and
+    retried like any step.
+    """
+
+    kind = StepKind.COMPENSATION
+
+    def __init__(self, name: str, fn: StepFn | None = None, *, for_: str, **options: Any) -> None:
+        super().__init__(name, fn, **options)
+        self.for_ = for_
 
 
 def _check_signature(name: str, fn: Callable[..., Any]) -> None:
@@ -249,6 +324,7 @@ class Workflow:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         concurrency: Concurrency | None = None,
+        branch: bool = False,
     ) -> F: ...
 
     @overload
@@ -262,6 +338,7 @@ class Workflow:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         concurrency: Concurrency | None = None,
+        branch: bool = False,
     ) -> Callable[[F], F]: ...
 
     def step(
@@ -274,18 +351,22 @@ class Workflow:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         concurrency: Concurrency | None = None,
+        branch: bool = False,
     ) -> F | Callable[[F], F]:
         """Decorate ``fn(ctx, data)`` as a step; the function is returned unchanged.
 
         Usable bare (``@wf.step``), with options (``@wf.step(after=[a])``), or
         called directly (``wf.step(fn, name="a")``).
-        The step's name is ``name`` or the function's ``__name__``.
+        The step's name is ``name`` or the function's ``__name__``. With
+        ``branch=True`` it is a :class:`Branch`: it runs only when the wait
+        naming it in ``on_timeout`` timed out (``Cap.WAIT_BRANCH``).
         """
+        kind = Branch if branch else Step
 
         def decorate(func: F) -> F:
             step_name = name if name is not None else getattr(func, "__name__", None)
             self.add(
-                Step(
+                kind(
                     str(step_name),
                     func,
                     after=after,
@@ -300,6 +381,44 @@ class Workflow:
             return decorate(fn)
         return decorate
 
+    def compensation(
+        self,
+        *,
+        for_: Any,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]:
+        """Decorate ``fn(ctx, output)`` as the compensation of step ``for_`` (``Cap.COMPENSATION``).
+
+        ``for_`` is the step (its name, handle or function), defined before.
+        When a run fails for good (a step out of retries), the compensations of
+        its steps that succeeded run one after the other, the step that
+        completed last first, each with the output of the step it compensates;
+        the run then ends ``failed`` with its original error. A step has at
+        most one compensation. The function is returned unchanged.
+        """
+
+        def decorate(func: F) -> F:
+            step_name = name if name is not None else getattr(func, "__name__", None)
+            target = self._resolve_ref(str(step_name), for_, known=self._steps)
+            step = self._steps[target]
+            if not step.kind.runs_code or step.kind is StepKind.COMPENSATION:
+                raise ValueError(
+                    f"workflow {self.name!r}: compensation {step_name!r} is for {step.kind.value} "
+                    f"step {target!r}; only steps that run code have compensations"
+                )
+            for other in self._steps.values():
+                if isinstance(other, Compensation) and other.for_ == target:
+                    raise ValueError(
+                        f"workflow {self.name!r}: step {target!r} already has a compensation "
+                        f"({other.name!r})"
+                    )
+            self.add(Compensation(str(step_name), func, for_=target, retry=retry, timeout=timeout))
+            return func
+
+        return decorate
+
     def sleep(self, name: str, *, seconds: float, after: Iterable[Any] = ()) -> Sleep:
         """Add a durable sleep step and return its handle (usable in ``after=``)."""
         step = Sleep(name, seconds=seconds, after=after)
@@ -307,10 +426,21 @@ class Workflow:
         return step
 
     def wait(
-        self, name: str, *, signal: str, timeout: float | None = None, after: Iterable[Any] = ()
+        self,
+        name: str,
+        *,
+        signal: str,
+        timeout: float | None = None,
+        after: Iterable[Any] = (),
+        on_timeout: str | Step | None = None,
     ) -> Wait:
-        """Add a step that waits for ``signal`` and return its handle."""
-        step = Wait(name, signal=signal, timeout=timeout, after=after)
+        """Add a step that waits for ``signal`` and return its handle.
+
+        ``on_timeout`` names a branch step (``@wf.step(branch=True)``, defined
+        before or after) the run continues with when ``timeout`` passes
+        (``Cap.WAIT_BRANCH``); without it the step fails with StepTimeout.
+        """
+        step = Wait(name, signal=signal, timeout=timeout, after=after, on_timeout=on_timeout)
         self.add(step)
         return step
 
@@ -403,41 +533,52 @@ class Workflow:
     def _resolve_parents(self, step: Step, known: Mapping[str, Step]) -> tuple[str, ...]:
         parents: list[str] = []
         for ref in step.after:
-            if isinstance(ref, Step):
-                parent = ref.name
-                if known.get(parent) is not ref and self._steps.get(parent) is not ref:
-                    raise ValueError(
-                        f"workflow {self.name!r}: step {step.name!r} is after step {parent!r}, "
-                        f"which is not part of this workflow (add parents before children)"
-                    )
-            elif isinstance(ref, str):
-                parent = ref
-            elif callable(ref):
-                found = self._by_fn.get(id(ref))
-                if found is None:
-                    label = getattr(ref, "__qualname__", repr(ref))
-                    raise ValueError(
-                        f"workflow {self.name!r}: step {step.name!r} is after {label}, "
-                        f"which is not a step of this workflow"
-                    )
-                parent = found
-            else:
-                raise TypeError(
-                    f"workflow {self.name!r}: step {step.name!r} has after={ref!r}; "
-                    f"after takes step names, steps or step functions"
-                )
-            if parent == step.name:
+            parent = self._resolve_ref(step.name, ref, known=known)
+            if isinstance(known.get(parent, self._steps.get(parent)), Compensation):
                 raise ValueError(
-                    f"workflow {self.name!r}: step {step.name!r} cannot be after itself (a cycle)"
-                )
-            if parent not in known and parent not in self._steps:
-                raise ValueError(
-                    f"workflow {self.name!r}: step {step.name!r} is after unknown step "
-                    f"{parent!r} (define parents before children)"
+                    f"workflow {self.name!r}: step {step.name!r} cannot be after compensation "
+                    f"{parent!r}: compensations run only when the run fails"
                 )
             if parent not in parents:
                 parents.append(parent)
         return tuple(parents)
+
+    def _resolve_ref(self, name: str, ref: Any, known: Mapping[str, Step]) -> str:
+        """The name of the step ``ref`` (a name, step or step function) that step ``name``
+        refers to, which must already be known."""
+        if isinstance(ref, Step):
+            parent = ref.name
+            if known.get(parent) is not ref and self._steps.get(parent) is not ref:
+                raise ValueError(
+                    f"workflow {self.name!r}: step {name!r} is after step {parent!r}, "
+                    f"which is not part of this workflow (add parents before children)"
+                )
+        elif isinstance(ref, str):
+            parent = ref
+        elif callable(ref):
+            found = self._by_fn.get(id(ref))
+            if found is None:
+                label = getattr(ref, "__qualname__", repr(ref))
+                raise ValueError(
+                    f"workflow {self.name!r}: step {name!r} is after {label}, "
+                    f"which is not a step of this workflow"
+                )
+            parent = found
+        else:
+            raise TypeError(
+                f"workflow {self.name!r}: step {name!r} has after={ref!r}; "
+                f"after takes step names, steps or step functions"
+            )
+        if parent == name:
+            raise ValueError(
+                f"workflow {self.name!r}: step {name!r} cannot be after itself (a cycle)"
+            )
+        if parent not in known and parent not in self._steps:
+            raise ValueError(
+                f"workflow {self.name!r}: step {name!r} is after unknown step "
+                f"{parent!r} (define parents before children)"
+            )
+        return parent
 
     # -- reading ----------------------------------------------------------------
     @property
@@ -466,9 +607,27 @@ class Workflow:
 
     @property
     def sinks(self) -> tuple[str, ...]:
-        """The steps no other step is after; their outputs make the run's result."""
-        with_children = {p for s in self._steps.values() for p in s.parents}
-        return tuple(n for n in self._steps if n not in with_children)
+        """The steps no other step is after; the outputs of those that succeeded make the
+        run's result (compensations are never sinks; a wait with a branch never is)."""
+        dag = {n: s for n, s in self._steps.items() if s.kind is not StepKind.COMPENSATION}
+        with_children = {p for n in dag for p in self.stored_parents(n)}
+        return tuple(n for n in dag if n not in with_children)
+
+    def stored_parents(self, name: str) -> tuple[str, ...]:
+        """The parents a store keeps for step ``name``: its ``after``; a branch's wait; the
+        step a compensation is for (whose output is its input). Neither of the last two is
+        among its parent's children: only the failure path starts them."""
+        step = self._steps[name]
+        if isinstance(step, Branch):
+            return () if step.wait is None else (step.wait,)
+        if isinstance(step, Compensation):
+            return (step.for_,)
+        return step.parents
+
+    @property
+    def compensations(self) -> Mapping[str, str]:
+        """The compensation of each step that has one: ``{step: compensation}``."""
+        return {s.for_: s.name for s in self._steps.values() if isinstance(s, Compensation)}
 
     def retry_for(self, step: Step) -> RetryPolicy:
         """The retry policy that applies to ``step``."""
@@ -505,6 +664,11 @@ class Workflow:
                 needs[Cap.KEY_FIFO] = "its fifo concurrency key"
             needs[Cap.CONCURRENCY_KEY] = "its concurrency key"
         for step in self._steps.values():
+            if isinstance(step, Wait) and step.on_timeout is not None:
+                needs.setdefault(Cap.WAIT_BRANCH, f"the on_timeout branch of wait {step.name!r}")
+            if isinstance(step, Compensation):
+                needs.setdefault(Cap.COMPENSATION, f"compensation step {step.name!r}")
+        for step in self._steps.values():
             if step.kind is StepKind.SLEEP:
                 needs.setdefault(Cap.SLEEP, f"sleep step {step.name!r}")
             elif step.kind is StepKind.WAIT:
@@ -539,9 +703,58 @@ class Workflow:
         return needs
 
     def validate(self) -> None:
-        """Raise ``ValueError`` if the workflow cannot run (it has no steps)."""
+        """Raise ``ValueError`` if the workflow cannot run: it has no steps, or a wait's
+        ``on_timeout`` does not name a branch step that only it names, or a branch leads
+        back to its own wait (a cycle). Binds each branch step to its wait."""
         if not self._steps:
             raise ValueError(f"workflow {self.name!r} has no steps")
+        named: dict[str, str] = {}
+        for step in self._steps.values():
+            if not isinstance(step, Wait) or step.on_timeout is None:
+                continue
+            target = self._steps.get(step.on_timeout)
+            if target is None:
+                raise ValueError(
+                    f"workflow {self.name!r}: wait {step.name!r} has on_timeout="
+                    f"{step.on_timeout!r}, which is not a step of this workflow"
+                )
+            if not isinstance(target, Branch):
+                raise ValueError(
+                    f"workflow {self.name!r}: wait {step.name!r} has on_timeout="
+                    f"{step.on_timeout!r}, which is not a branch step (declare it with "
+                    f"@wf.step(branch=True))"
+                )
+            if target.name in named:
+                raise ValueError(
+                    f"workflow {self.name!r}: branch step {target.name!r} is named by two waits "
+                    f"({named[target.name]!r} and {step.name!r}); a branch belongs to one wait"
+                )
+            named[target.name] = step.name
+            if step.name in self._descendants(target.name):
+                raise ValueError(
+                    f"workflow {self.name!r} has a cycle: wait {step.name!r} comes after its own "
+                    f"on_timeout branch {target.name!r}"
+                )
+        for step in self._steps.values():
+            if isinstance(step, Branch):
+                if step.name not in named:
+                    raise ValueError(
+                        f"workflow {self.name!r}: branch step {step.name!r} is named by no "
+                        f"wait's on_timeout, so it could never run"
+                    )
+                step.wait = named[step.name]
+        self._children = None
+
+    def _descendants(self, name: str) -> set[str]:
+        """Every step after ``name``, directly or not."""
+        found: set[str] = set()
+        todo = [name]
+        while todo:
+            for child in self.children(todo.pop()):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        return found
 
     def __repr__(self) -> str:
         return f"Workflow({self.name!r}, queue={self.queue!r}, steps={list(self._steps)})"

@@ -284,8 +284,9 @@ def test_sql_identifiers_are_validated(bad: str) -> None:
 
 
 def test_every_capability_is_documented_in_one_line() -> None:
-    # LOCKS, RETENTION (#16), STATS, SERVERS, STEP_HISTORY (#17), HEADERS (#19)
-    assert len(cf.Cap) == 67
+    # LOCKS, RETENTION (#16), STATS, SERVERS, STEP_HISTORY, WAIT_BRANCH, COMPENSATION (#17),
+    # HEADERS (#19)
+    assert len(cf.Cap) == 69
     for cap in cf.Cap:
         assert cap.value == cap.name.lower()
         assert cap.doc and "\n" not in cap.doc and cap.doc.endswith(".")
@@ -329,7 +330,13 @@ def test_error_hierarchy() -> None:
 
 def test_status_finished() -> None:
     assert {s for s in cf.Status if s.finished} == {"succeeded", "failed", "cancelled", "discarded"}
-    assert {s for s in cf.StepStatus if s.finished} == {"succeeded", "failed", "cancelled"}
+    assert {s for s in cf.StepStatus if s.finished} == {
+        "succeeded",
+        "failed",
+        "cancelled",
+        "timed_out",
+        "skipped",
+    }
 
 
 def test_database_clock_reads_then_advances_on_the_monotonic_clock() -> None:

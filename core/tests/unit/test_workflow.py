@@ -162,3 +162,105 @@ def test_empty_workflow_cannot_be_registered() -> None:
     client = cf.Client(cf.MemoryStore())
     with pytest.raises(ValueError, match="has no steps"):
         client.register(cf.Workflow("empty"))
+
+
+def _branching() -> cf.Workflow:
+    wf = cf.Workflow("branching")
+    wf.step(noop, name="prepare")
+    wf.wait("approve", signal="ok", timeout=60, after=["prepare"], on_timeout="refund")
+    wf.step(noop, name="ship", after=["approve"])
+    wf.step(noop, name="refund", branch=True)
+    wf.step(noop, name="tell", after=["refund"])
+    return wf
+
+
+def test_a_branch_hangs_off_its_wait_in_the_store_but_is_not_its_child() -> None:
+    wf = _branching()
+    wf.validate()
+    assert isinstance(wf["refund"], cf.Branch)
+    assert wf["refund"].kind is cf.StepKind.BRANCH
+    assert wf.stored_parents("refund") == ("approve",)
+    assert wf.children("approve") == ("ship",)
+    assert wf.children("refund") == ("tell",)
+    assert set(wf.sinks) == {"ship", "tell"}
+    needs = wf.required_capabilities()
+    assert cf.Cap.WAIT_BRANCH in needs
+    assert next(iter(needs)) is cf.Cap.WAIT_BRANCH  # named before SIGNAL: the specific one first
+    assert "approve" in needs[cf.Cap.WAIT_BRANCH]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda wf: wf.wait("w", signal="s", timeout=5, on_timeout="nope"), "not a step"),
+        (
+            lambda wf: (
+                wf.step(noop, name="plain"),
+                wf.wait("w", signal="s", timeout=5, on_timeout="plain"),
+            ),
+            "not a branch step",
+        ),
+        (lambda wf: wf.step(noop, name="orphan", branch=True), "named by no wait"),
+        (
+            lambda wf: (
+                wf.wait("w1", signal="s", timeout=5, on_timeout="b"),
+                wf.wait("w2", signal="s", timeout=5, on_timeout="b"),
+                wf.step(noop, name="b", branch=True),
+            ),
+            "named by two waits",
+        ),
+        (
+            lambda wf: (
+                wf.step(noop, name="b", branch=True),
+                wf.wait("w", signal="s", timeout=5, after=["b"], on_timeout="b"),
+            ),
+            "cycle",
+        ),
+    ],
+)
+def test_a_broken_branch_is_refused_when_the_workflow_is_validated(
+    build: Any, message: str
+) -> None:
+    wf = cf.Workflow("broken")
+    build(wf)
+    with pytest.raises(ValueError, match=message):
+        wf.validate()
+
+
+def test_a_branch_needs_a_timeout_and_no_after() -> None:
+    wf = cf.Workflow("w")
+    with pytest.raises(ValueError, match="needs a timeout"):
+        wf.wait("w", signal="s", on_timeout="b")
+    wf.step(noop, name="a")
+    with pytest.raises(ValueError, match="cannot have after"):
+        wf.step(noop, name="b", branch=True, after=["a"])
+
+
+def test_a_compensation_takes_the_output_of_its_step_and_is_never_a_sink() -> None:
+    wf = cf.Workflow("saga")
+    wf.step(noop, name="charge")
+
+    @wf.compensation(for_="charge")
+    def refund(ctx: cf.StepContext, charged: Any) -> None: ...
+
+    assert isinstance(wf["refund"], cf.Compensation)
+    assert wf.stored_parents("refund") == ("charge",)
+    assert wf.children("charge") == ()
+    assert wf.sinks == ("charge",)
+    assert wf.compensations == {"charge": "refund"}
+    assert cf.Cap.COMPENSATION in wf.required_capabilities()
+
+
+def test_a_compensation_is_checked_when_it_is_declared() -> None:
+    wf = cf.Workflow("saga")
+    wf.step(noop, name="charge")
+    wf.sleep("nap", seconds=1)
+    with pytest.raises(ValueError, match="unknown step"):
+        wf.compensation(for_="nope", name="x")(noop)
+    with pytest.raises(ValueError, match="only steps that run code"):
+        wf.compensation(for_="nap", name="x")(noop)
+    wf.compensation(for_="charge", name="refund")(noop)
+    with pytest.raises(ValueError, match="already has a compensation"):
+        wf.compensation(for_="charge", name="refund2")(noop)
+    with pytest.raises(ValueError, match="cannot be after compensation"):
+        wf.step(noop, name="after-refund", after=["refund"])

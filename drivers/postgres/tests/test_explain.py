@@ -246,6 +246,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
     q = store._queries  # the SQL layer's statements, as the store runs them
     t = store._timing.queries
     r = store._retention
+    paths = store._outcomes._paths
     hot_run, hot_step = f"run_{FINISHED + 5}", f"step_{FINISHED + 5}_0"
     workflows = ["w0", "w1", "w2", "w3", "w4"]
     claim = q.claim_plan(
@@ -419,6 +420,15 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "archived_first": (r._first, (51,)),
         "archived_after": (r._after, (NOW - 5000, NOW - 5000, "run_5000", 51)),
         "archived_steps": _listed(r._steps, ["run_2", "run_4"]),
+        # Failure paths (#17, WAIT_BRANCH, COMPENSATION): a run's steps by its (run_id, name)
+        # key, their writes by id, the run's kept error by its id.
+        "run_graph": (paths._graph_sql, (hot_run,)),
+        "skip_steps": _listed(paths._skip_sql, [hot_step], NOW),
+        "time_out_to_branch": (paths._time_out_sql, ("{}", NOW, hot_step, NOW)),
+        "start_step": (paths._start_sql, (NOW, hot_step)),
+        "hold_compensations": _listed(paths._hold_sql, [hot_step]),
+        "keep_run_error": (paths._keep_error_sql, ("{}", hot_run)),
+        "run_error": (paths._error_sql, (hot_run,)),
     }
     return statements
 

@@ -46,6 +46,7 @@ MIGRATIONS = [
     "017_step_history_trigger",
     "018_runs_overdue",
     "019_forced_ready",
+    "020_step_history_branches",
 ]
 
 

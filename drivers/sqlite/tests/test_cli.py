@@ -22,8 +22,10 @@ workflows = [echo]
 """
 
 
-def cairn(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": ""}
+def cairn(
+    *args: str, cwd: Path | None = None, columns: int = 80
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": ""}
     return subprocess.run(
         [sys.executable, "-m", "cairnflow", *args],
         capture_output=True,
@@ -82,6 +84,39 @@ def test_show_prints_the_step_history(tmp_path: Path) -> None:
         if word in {"claimed", "retried", "succeeded"}
     ]
     assert events == ["claimed", "retried", "claimed", "succeeded"], shown.stdout
+    # The step that failed once and then succeeded shows its output, never the old error.
+    steps = shown.stdout.rsplit("history", 1)[0]
+    assert "'ok'" in steps, shown.stdout
+    assert "once" not in steps, shown.stdout
+
+
+def test_show_marks_skipped_steps_and_compensations(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    wf = cf.Workflow("cli-saga")
+    wf.step(lambda c, d: "charged", name="charge")
+
+    @wf.step(after=["charge"])
+    def ship(ctx: cf.StepContext, data: object) -> None:
+        raise cf.Permanent("no courier")
+
+    wf.compensation(for_="charge", name="refund")(lambda c, d: f"refunded, {d}")
+    wf.compensation(for_="ship", name="recall")(lambda c, d: d)
+    with cf.Client(store, poll_interval=0.05) as client:
+        client.register(wf)
+        ref = client.enqueue(wf, None)
+        assert client.wait(ref, timeout=30).status is cf.Status.FAILED
+    store.close()
+    # Wide enough for each step's row on one line (at 80 columns the output column folds).
+    shown = cairn("show", url, ref.id, columns=200)
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split()[1]: line for line in shown.stdout.splitlines() if line.startswith("│ ")}
+    assert "compensation" in rows["refund"], shown.stdout
+    assert "refunded" in rows["refund"], shown.stdout
+    assert "skipped" in rows["recall"], shown.stdout
+    assert "not run" in rows["recall"], shown.stdout
+    assert "compensating: the run failed and ran" in shown.stdout, shown.stdout
 
 
 def test_show_prints_step_timings_and_json(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ MIGRATIONS = [
     "017_runs_overdue",
     "018_headers",
     "019_forced_ready",
+    "020_step_history_branches",
 ]
 
 
@@ -400,6 +401,11 @@ def test_the_claim_uses_the_ready_index(db: Path) -> None:
     assert "TEMP B-TREE" not in detail  # the index gives the order: no sort
 
 
+def _ids(sql: str, ids: list[str], *before: object) -> tuple[str, tuple[object, ...]]:
+    """``sql`` with its ``{ids}`` list filled for ``ids`` (after the ``before`` values)."""
+    return sql.replace("{ids}", ", ".join("?" * len(ids))), (*before, *ids)
+
+
 def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     """Claims and outcomes read through the index meant for them (EXPLAIN QUERY PLAN).
 
@@ -413,6 +419,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     q = store._queries
     t = store._timing.queries
     r = store._retention
+    paths = store._outcomes._paths
     plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
     limited = q.claim_plan(
         workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0), global_limit=5
@@ -501,6 +508,18 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         # RUN_TIMEOUT) from the index of unfinished runs only.
         "step_history": ((store._step_log.run_step_history, ("r1",)), "cf_step_history_run"),
         "overdue_runs": ((q.overdue_runs, ("w", 0, 10)), "cf_runs_overdue"),
+        # Failure paths (#17, WAIT_BRANCH, COMPENSATION): a run's steps by the (run_id, name)
+        # key, their writes by id, the run's kept error by its id.
+        "run_graph": ((paths._graph_sql, ("r1",)), "sqlite_autoindex_cf_steps_2"),
+        "skip_steps": (_ids(paths._skip_sql, ["s1", "s2"], 0), "sqlite_autoindex_cf_steps_1"),
+        "time_out_to_branch": (
+            (paths._time_out_sql, ("{}", 0, "s1", 0)),
+            "sqlite_autoindex_cf_steps_1",
+        ),
+        "start_step": ((paths._start_sql, (0, "s1")), "sqlite_autoindex_cf_steps_1"),
+        "hold_compensations": (_ids(paths._hold_sql, ["s1"]), "sqlite_autoindex_cf_steps_1"),
+        "keep_run_error": ((paths._keep_error_sql, ("{}", "r1")), by_run_id),
+        "run_error": ((paths._error_sql, ("r1",)), by_run_id),
         # Finding runs (#17): by queue through its index; a rare label prefix from the label
         # index's range; a common one and exact labels probed by the label's primary key.
         "list_runs by queue": (

@@ -22,6 +22,7 @@ from cairnflow import Cap
 from .._markers import PROVES, REFUSES, parse_capability
 from .admin import CancelAllTests, CancelStepTests, DeleteRunTests, JobRetryTests, RetryRunTests
 from .baseline import BaselineTests
+from .branches import CompensationTests, WaitBranchTests
 from .clocks import DatabaseClockTests
 from .deadlines import RunTimeoutTests
 from .durability import DurabilityTests
@@ -88,6 +89,8 @@ class ConformanceSuite(
     SleepTests,
     SignalTests,
     CancelTests,
+    WaitBranchTests,
+    CompensationTests,
     IdempotencyTests,
     DelayedStartTests,
     BatchEnqueueTests,

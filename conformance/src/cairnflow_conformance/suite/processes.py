@@ -179,6 +179,41 @@ class MultiProcessTests:
         assert survivor.stop() == 0, survivor.log()
 
     @_GROUP
+    @proves(Cap.COMPENSATION, requires=[Cap.LEASE, Cap.MULTI_PROCESS])
+    def test_a_worker_killed_mid_compensation_is_replaced_and_the_run_ends_failed(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        kit = cairnflow_kit
+        client = kit.client(workflows.saga(), start=False)
+        ref = client.enqueue(workflows.SAGA, _payload(kit))
+        doomed = kit.processes.spawn("kit-doomed", lease=1.0)
+        wait_until(
+            lambda: kit.traces.count("exec", run=ref.id, step="refund", phase="started") == 1,
+            timeout=TIMEOUT,
+            what="the doomed worker to start the compensation",
+        )
+        doomed.kill()
+        assert doomed.returncode == -signal.SIGKILL
+        survivor = kit.processes.spawn("kit-survivor", lease=5.0)
+        info = client.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.FAILED, (info.error, kit.processes.logs())
+        assert info.error is not None
+        assert info.error.step == "ship"
+        refund = kit.stored_step(ref, "refund")
+        assert refund.status is cf.StepStatus.SUCCEEDED
+        assert (refund.attempt, refund.reclaims) == (2, 1)
+        assert kit.stored_output(ref, "refund")["node"] == "kit-survivor"
+        started = kit.traces.read("exec", run=ref.id, step="refund", phase="started")
+        assert [(t["attempt"], t["node"], t["charged_on"]) for t in started] == [
+            (1, "kit-doomed", "kit-doomed"),
+            (2, "kit-survivor", "kit-doomed"),
+        ]
+        assert kit.traces.count("exec", run=ref.id, step="refund", phase="returned") == 1
+        for name in ("charge", "ship"):
+            assert kit.traces.count("exec", run=ref.id, step=name) == 1
+        assert survivor.stop() == 0, survivor.log()
+
+    @_GROUP
     @proves(Cap.LEASE, Cap.MULTI_PROCESS)
     def test_a_stalled_workers_late_outcome_is_fenced_out(self, cairnflow_kit: Kit) -> None:
         kit = cairnflow_kit

@@ -69,6 +69,16 @@ def _wait_step(wf: cf.Workflow) -> object:
     return wf.wait("gate", signal="go")
 
 
+def _branch_wait(wf: cf.Workflow) -> object:
+    wf.wait("gate", signal="go", timeout=60, on_timeout="late")
+    return wf.step(lambda c, d: d, name="late", branch=True)
+
+
+def _compensated_step(wf: cf.Workflow) -> object:
+    wf.step(lambda c, d: d, name="charge")
+    return wf.compensation(for_="charge", name="refund")(lambda c, d: d)
+
+
 def _retry_step(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="r", retry=cf.RetryPolicy(max_attempts=2))
 
@@ -141,6 +151,8 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.CLOSURE, "submit", lambda k: _idle(k).submit(print, "never printed")),
     Refusal(Cap.SIGNAL, "signal", lambda k: _idle(k).signal("run_kitnosuchrun", "go")),
     Refusal(Cap.SIGNAL, "wait-step", _needs(Cap.SIGNAL, _wait_step)),
+    Refusal(Cap.WAIT_BRANCH, "wait-branch", _needs(Cap.WAIT_BRANCH, _branch_wait)),
+    Refusal(Cap.COMPENSATION, "compensation", _needs(Cap.COMPENSATION, _compensated_step)),
     Refusal(Cap.CANCEL, "cancel", lambda k: _idle(k).cancel("run_kitnosuchrun")),
     Refusal(Cap.SLEEP, "sleep-step", _needs(Cap.SLEEP, _sleep_step)),
     Refusal(Cap.RETRY, "retry-policy", _needs(Cap.RETRY, _retry_step)),

@@ -34,6 +34,8 @@ STATUS_COLOURS: Mapping[str, str] = {
     "sleeping": "#ef6c00",
     "waiting": "#ef6c00",
     "blocked": "#757575",
+    "timed_out": "#f9a825",  # a wait that took its on_timeout branch (Cap.WAIT_BRANCH)
+    "skipped": "#9e9e9e",  # a branch not taken, a compensation not needed
 }
 """One colour per run and step status, shared by the pictures and the CSS badges."""
 

@@ -393,7 +393,7 @@ class Client(
                 NewStep(
                     name=step.name,
                     kind=step.kind,
-                    parents=step.parents,
+                    parents=workflow.stored_parents(step.name),
                     children=workflow.children(step.name),
                 )
                 for step in workflow.steps.values()

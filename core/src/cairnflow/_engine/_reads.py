@@ -15,7 +15,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._errors import RunFailed, RunNotFound, WaitTimeout
-from .._models import ErrorInfo, RunInfo, RunRef, Status, StepInfo
+from .._models import ErrorInfo, RunInfo, RunRef, Status, StepInfo, StepKind, StepStatus
 from ..store import RunQuery, StoredRun, derive_status
 from ._attempt import monotonic
 from ._state import EngineState
@@ -228,8 +228,11 @@ class RunReader:
         }
         result = None
         if status is Status.SUCCEEDED and with_results:
-            parents = {p for s in stored.steps for p in s.parents}
-            sinks = [s for s in stored.steps if s.name not in parents]
+            # The sinks that succeeded: a branch not taken, or the path a wait's timeout
+            # left, was skipped (Cap.WAIT_BRANCH); compensations are never sinks.
+            dag = [s for s in stored.steps if s.kind is not StepKind.COMPENSATION]
+            parents = {p for s in dag for p in s.parents}
+            sinks = [s for s in dag if s.name not in parents and s.status is StepStatus.SUCCEEDED]
             if len(sinks) == 1:
                 result = steps[sinks[0].name].output
             else:

@@ -1,4 +1,9 @@
-"""The ``cairn`` command line."""
+"""The ``cairn`` command line.
+
+Over 600 lines because it holds every command a new user meets first (worker,
+migrate, runs, show, schedules, drivers) with the tables they print; the
+administration commands are in :mod:`._admin`.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from rich.table import Table
 
 from .. import Cap, Client, QueueConfig, Recycle, StopCause, StopReport, Workflow, __version__
 from .._errors import CairnError, InvalidName, InvalidQuery
+from .._models import StepInfo, StepKind, StepStatus
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..logging import setup as setup_logging
@@ -503,7 +509,6 @@ def show(url: str, run_id: str, as_json: bool, pairs: tuple[str, ...]) -> None:
     table.add_column("took", no_wrap=True)
     table.add_column("output / error", overflow="fold")
     for name, step in info.steps.items():
-        shown = str(step.error) if step.error is not None else repr(step.output)
         table.add_row(
             name,
             step.kind.value,
@@ -512,9 +517,15 @@ def show(url: str, run_id: str, as_json: bool, pairs: tuple[str, ...]) -> None:
             step.node or "",
             time_of_day(step.started_at_ns),
             took(step.started_at_ns, step.finished_at_ns),
-            shown,
+            _step_detail(step),
+            style=_STEP_STYLES.get(step.status),
         )
     console.print(table)
+    compensations = [s for s in info.steps.values() if s.kind is StepKind.COMPENSATION]
+    if any(s.status is not StepStatus.SKIPPED for s in compensations):
+        # Cap.COMPENSATION: the run failed and undid its succeeded steps (or is undoing them).
+        doing = "ran" if info.finished else "runs"
+        console.print(f"compensating: the run failed and {doing} the compensations of its steps")
     if info.status.value == "succeeded":
         console.print(f"result: {info.result!r}")
     if history:
@@ -525,6 +536,27 @@ def show(url: str, run_id: str, as_json: bool, pairs: tuple[str, ...]) -> None:
             at = event.at.isoformat(timespec="milliseconds")
             events.add_row(at, event.step, str(event.attempt), event.event, event.node or "")
         console.print(events)
+
+
+_STEP_STYLES = {StepStatus.SKIPPED: "dim", StepStatus.TIMED_OUT: "yellow"}
+"""How ``cairn show`` marks the steps of a failure path (Cap.WAIT_BRANCH, Cap.COMPENSATION)."""
+
+
+def _step_detail(step: StepInfo) -> str:
+    """The output / error column of ``cairn show``: a step's output, or why it has none."""
+    if step.status is StepStatus.SKIPPED:
+        if step.kind is StepKind.COMPENSATION:
+            return "not run: nothing to undo"
+        return "not run: the other branch was taken"
+    if step.status is StepStatus.TIMED_OUT:
+        return f"timed out, took its on_timeout branch ({step.error})"
+    if step.status is StepStatus.SUCCEEDED:
+        # Its output, never an earlier error: those are history (the table below).
+        shown = repr(step.output)
+        if step.failures:
+            shown += f"  (after {step.failures} failed attempt(s))"
+        return shown
+    return str(step.error) if step.error is not None else repr(step.output)
 
 
 class _ListByDefault(click.Group):

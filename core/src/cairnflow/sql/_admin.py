@@ -42,7 +42,7 @@ _LOCK_RUN = "SELECT state, workflow, idem_key, steps_left FROM {runs} WHERE id =
 _LOCK_RUNS = "SELECT id, state FROM {runs} WHERE id IN ({ids}) ORDER BY id{for_update}"
 _HOLDER = "SELECT id FROM {runs} WHERE workflow = ? AND active_key = ?"
 _STEP_STATUS = "SELECT status FROM {steps} WHERE run_id = ? AND name = ?"
-_RUN_STEPS = "SELECT id, name, status, children FROM {steps} WHERE run_id = ?"
+_RUN_STEPS = "SELECT id, name, status, children, kind, parents FROM {steps} WHERE run_id = ?"
 # The run takes its key again: the unique (workflow, active_key) index refuses it while
 # another unfinished run holds it (a race the read of _HOLDER lost). MySQL assigns the
 # SET list left to right; no assignment here reads a column another one wrote.
@@ -51,7 +51,15 @@ _REOPEN_RUN = """
             SET state = 'active', finished_at = NULL, error = NULL, active_key = idem_key,
                 steps_left = ?
             WHERE id = ? AND state = ?"""
-_UNSUCCEEDED = "SELECT COUNT(*) FROM {steps} WHERE run_id = ? AND status <> 'succeeded'"
+# What a retry keeps: succeeded steps, and those a wait's branch settled (skipped, timed out;
+# Cap.WAIT_BRANCH); a compensation is skipped until its run fails (Cap.COMPENSATION).
+_UNSUCCEEDED = """
+            SELECT COUNT(*) FROM {steps}
+            WHERE run_id = ? AND status NOT IN ('succeeded', 'skipped', 'timed_out')"""
+# A run whose compensations ran is not retried: the steps they undid would be kept.
+_COMPENSATED = """
+            SELECT COUNT(*) FROM {steps}
+            WHERE run_id = ? AND kind = 'compensation' AND status <> 'skipped'"""
 # Every step that did not succeed: no lease (a late outcome is lost), a fresh retry budget,
 # ready now when its parents all succeeded, blocked otherwise (two statements: a bound value
 # inside a CASE has no type for a driver that sends values untyped, as pg8000 does). Outputs
@@ -123,6 +131,21 @@ class _RunStep(NamedTuple):
     name: str
     status: str
     children: tuple[str, ...]
+    kind: str
+    parents: tuple[str, ...]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> _RunStep:
+        """Convert a ``_RUN_STEPS`` row."""
+        step_id, name, status, children, kind, parents = row
+        return cls(
+            to_text(step_id),
+            to_text(name),
+            to_text(status),
+            tuple(to_json(children)),
+            to_text(kind),
+            tuple(to_json(parents)),
+        )
 
 
 class Admin(Part):
@@ -189,6 +212,9 @@ class Admin(Part):
                 return Reopened.NOT_RETRYABLE
             if step is not None and to_text(found.status) != "failed":
                 return Reopened.STEP_NOT_FAILED
+            ((compensated,),) = self._run(cur, "_COMPENSATED", run_id).fetchall()
+            if int(compensated):
+                return Reopened.NOT_RETRYABLE
             if locked.key is not None:
                 held[:] = [(locked.workflow, locked.key)]
                 holder = self._run(cur, "_HOLDER", locked.workflow, locked.key).fetchone()
@@ -238,22 +264,22 @@ class Admin(Part):
 
         def work(cur: Cursor) -> bool:
             locked = self._lock(cur, run_id)
-            steps = {
-                row.name: row
-                for row in (
-                    _RunStep(to_text(i), to_text(n), to_text(s), tuple(to_json(c)))
-                    for i, n, s, c in self._run(cur, "_RUN_STEPS", run_id).fetchall()
-                )
-            }
+            rows = self._run(cur, "_RUN_STEPS", run_id).fetchall()
+            steps = {row.name: row for row in map(_RunStep.from_row, rows)}
+            # A wait's branch depends on it too (Cap.WAIT_BRANCH), though it is not its child.
+            branches = {row.parents[0]: row.name for row in steps.values() if row.kind == "branch"}
             target = steps.get(step)
             if target is None:
                 raise StepNotFound(run_id, step)
             if locked.state != ACTIVE or target.status in _FINISHED:
                 return False
+            if target.kind == "compensation":
+                return False  # a compensating run is undone whole or cancelled whole
             doomed = [target]
             seen = {target.name}
             for current in doomed:  # grows as it goes: every unfinished descendant, once
-                for name in current.children:
+                branch = branches.get(current.name)
+                for name in (*current.children, *((branch,) if branch else ())):
                     child = steps[name]
                     if name not in seen and child.status not in _FINISHED:
                         seen.add(name)

@@ -253,7 +253,12 @@ class Claims(Part):
                     failures=step.failures,
                     reclaims=step.reclaims,
                     payload=run.payload,
-                    inputs={p: outputs.get((step.run_id, p), b"") for p in step.parents},
+                    # The parents that succeeded: a branch's wait timed out (Cap.WAIT_BRANCH).
+                    inputs={
+                        p: outputs[(step.run_id, p)]
+                        for p in step.parents
+                        if (step.run_id, p) in outputs
+                    },
                     labels=labels,
                     headers=headers,
                 )

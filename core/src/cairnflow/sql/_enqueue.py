@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import CairnError, DuplicateRun
+from .._models import StepKind
 from ..store import NewRun, NewStep, landed
 from ._dialect import Commit, Cursor
 from ._keys import Keys
@@ -66,6 +67,17 @@ _SHAPES = 1024
 Before the shapes were kept, ``json.dumps`` of every step's parents and children and of
 the empty labels took 0.8 s of the 3.7 s a profile of 20,000 runs enqueued in batches of
 1,000 spent (SQLite, 2026-12-01, #20): constant per workflow, made per run."""
+
+
+_COMPENSATION = StepKind.COMPENSATION.value
+
+
+def _counted(steps: tuple[NewStep, ...]) -> int:
+    """A new run's ``steps_left``: its steps but its compensations, which run only once it
+    failed (``Cap.COMPENSATION``)."""
+    if not any(step.kind is StepKind.COMPENSATION for step in steps):
+        return len(steps)
+    return sum(1 for step in steps if step.kind is not StepKind.COMPENSATION)
 
 
 class Enqueue(Part):
@@ -145,7 +157,7 @@ class Enqueue(Part):
                     new.key,
                     new.key,
                     json.dumps(dict(labels), ensure_ascii=False) if labels else _NO_LABELS,
-                    len(new.steps),
+                    _counted(new.steps),
                     new.created_at,
                     run_at,
                     json.dumps(dict(new.headers), ensure_ascii=False) if new.headers else None,
@@ -158,6 +170,9 @@ class Enqueue(Part):
                 new.step_ids, self._shape(new.steps), strict=True
             ):
                 root = not parents_left
+                status = root_status if root else "blocked"
+                if kind == _COMPENSATION:  # until its run fails (Cap.COMPENSATION)
+                    status = "skipped"
                 step_rows.append(
                     (
                         step_id,
@@ -171,7 +186,7 @@ class Enqueue(Part):
                         parents,
                         children,
                         parents_left,
-                        root_status if root else "blocked",
+                        status,
                         run_at if root else None,
                     )
                 )

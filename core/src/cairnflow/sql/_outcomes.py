@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple, cast
 
 from .._errors import CairnError, RunNotFound, StepTimeout
-from .._models import ErrorInfo, Status
+from .._models import ErrorInfo, Status, StepKind
 from ..store import (
     ACTIVE,
     AdvanceResult,
@@ -40,6 +40,7 @@ from ..store import (
     Succeeded,
     WaitFor,
 )
+from ._branches import FailurePaths
 from ._claims import Claims
 from ._dialect import Cursor
 from ._history import ErrorLog
@@ -95,6 +96,13 @@ class _RunTally:
         self._finished.append(run_id)
         return True
 
+    def skipped(self, run_id: str, done: int) -> None:
+        """Count ``done`` steps of ``run_id`` a failure path settled (skipped, timed out);
+        never its last: a branch taken or a wait resolved is still to be counted."""
+        if done:
+            self.left[run_id] -= done
+            self._done[run_id] += done
+
     def flush(self, tx: Transactions, q: Queries, cur: Cursor, now: int) -> None:
         """Write the counts and end the runs whose every step succeeded."""
         if self._done:
@@ -130,6 +138,7 @@ class Outcomes(Part):
         self._claims = claims
         self._leases = leases
         self._errors = errors
+        self._paths = FailurePaths(context)  # Cap.WAIT_BRANCH, Cap.COMPENSATION
 
     def finish_and_claim(
         self, items: Sequence[tuple[str, Outcome]], now: int, claim: ClaimRequest | None
@@ -230,15 +239,13 @@ class Outcomes(Part):
                 step = found[step_id]
                 if step.key is not None:  # the batch ended every lease of it (#16)
                     tally.released[step.key] += 1
-                results[index] = self._succeeded(cur, step.run_id, step.children, tally, now)
+                results[index] = self._after_success(cur, step, tally, now)
             done = {held.item for held in plain}
             order = [held for held in order if held.item not in done]
         for index, step_id, secret in order:
             step = found[step_id]
             _lease, outcome = items[index]
-            results[index] = self._apply(
-                cur, step_id, secret, step.run_id, step.children, outcome, now, tally
-            )
+            results[index] = self._apply(cur, step, secret, outcome, now, tally)
             if step.key is not None and results[index].applied:  # its fenced write held (#16)
                 tally.released[step.key] += 1
         return results, tally
@@ -273,10 +280,8 @@ class Outcomes(Part):
     def _apply(
         self,
         cur: Cursor,
-        step_id: str,
+        step: FinishingStep,
         secret: str,
-        run_id: str,
-        children: Sequence[str],
         outcome: Outcome,
         now: int,
         tally: _RunTally,
@@ -287,6 +292,7 @@ class Outcomes(Part):
         writes owed, so several outcomes of one run in a batch count right.
         """
         q = self._q
+        step_id, run_id = step.id, step.run_id
 
         def fenced(sql: str, *values: Any) -> bool:
             return bool(self._execute(cur, sql, (*values, step_id, secret)).rowcount == 1)
@@ -297,7 +303,7 @@ class Outcomes(Part):
         if isinstance(outcome, Succeeded):
             if not fenced(q.succeed, outcome.output, now):
                 return lost()
-            return self._succeeded(cur, run_id, children, tally, now)
+            return self._after_success(cur, step, tally, now)
         if isinstance(outcome, Failed):
             error = outcome.error.to_json()
             retry_at = outcome.retry_at
@@ -317,7 +323,8 @@ class Outcomes(Part):
                 return lost()
             self._errors.record(cur, run_id, outcome, error, now)
             final = outcome.final_status
-            self._end_run(cur, run_id, final.value, error, now, tally)
+            if not self._run_failed(cur, run_id, step.kind, final, error, now, tally):
+                return FinishResult(AttemptState.HELD, ready=1)  # compensating
             return FinishResult(AttemptState.HELD, run_status=final)
         if isinstance(outcome, Snoozed):
             if not fenced(q.snooze, _due_status(outcome.until, now), outcome.until):
@@ -334,11 +341,54 @@ class Outcomes(Part):
                 if not fenced(q.succeed, to_bytes(payload), now):
                     return lost()
                 self._execute(cur, q.consume_signal, (seq,))
-                return self._succeeded(cur, run_id, children, tally, now)
+                tally.skipped(run_id, self._paths.skip_branch(cur, run_id, step_id, now))
+                return self._succeeded(cur, run_id, step.children, tally, now)
             if not fenced(q.wait, outcome.deadline, outcome.signal):
                 return lost()
             return FinishResult(AttemptState.HELD)
         raise TypeError(f"unknown outcome {outcome!r}")
+
+    def _after_success(
+        self, cur: Cursor, step: FinishingStep, tally: _RunTally, now: int
+    ) -> FinishResult:
+        """After ``step``'s success was written: release its children, or, for a
+        compensation, start the next one or end the run failed (``Cap.COMPENSATION``)."""
+        if step.kind != StepKind.COMPENSATION.value:
+            return self._succeeded(cur, step.run_id, step.children, tally, now)
+        if self._paths.start_next_compensation(cur, step.run_id, now):
+            return FinishResult(AttemptState.HELD, ready=1)
+        error = self._paths.kept_error(cur, step.run_id)
+        self._end_run(cur, step.run_id, Status.FAILED.value, error, now, tally)
+        return FinishResult(AttemptState.HELD, run_status=Status.FAILED)
+
+    def _run_failed(
+        self,
+        cur: Cursor,
+        run_id: str,
+        kind: str,
+        final: Status,
+        error: str,
+        now: int,
+        tally: _RunTally,
+    ) -> bool:
+        """A step of kind ``kind`` failed for good (run row locked): end the run ``final``
+        with ``error``, or start its compensations first (False: the run goes on).
+
+        A compensation that fails ends its run failed with the error the run kept; a
+        run failing with compensations to run keeps ``error`` and runs them
+        (``Cap.COMPENSATION``, :mod:`._branches`). A discarded run runs none.
+        """
+        if kind == StepKind.COMPENSATION.value:
+            kept = self._paths.kept_error(cur, run_id)
+            self._end_run(cur, run_id, Status.FAILED.value, kept, now, tally)
+            return True
+        due = self._paths.compensations_due(cur, run_id) if final is Status.FAILED else []
+        if not due:
+            self._end_run(cur, run_id, final.value, error, now, tally)
+            return True
+        self._cancel_unfinished(cur, run_id, now, tally)
+        self._paths.start_compensations(cur, run_id, due, error, now)
+        return False
 
     def _succeeded(
         self, cur: Cursor, run_id: str, children: Sequence[str], tally: _RunTally, now: int
@@ -376,8 +426,12 @@ class Outcomes(Part):
         into ``tally`` (#16). The keyed steps are locked first, so the status read
         is the one the cancel changes (no reclaim or claim moves them meanwhile).
         """
+        self._execute(cur, self._q.end_run, (state, now, error, run_id))
+        self._cancel_unfinished(cur, run_id, now, tally)
+
+    def _cancel_unfinished(self, cur: Cursor, run_id: str, now: int, tally: _RunTally) -> None:
+        """Cancel the run's unfinished steps (row locked) and forget its kept signals."""
         q = self._q
-        self._execute(cur, q.end_run, (state, now, error, run_id))
         rows = self._execute(cur, q.unfinished_steps, (run_id,)).fetchall()
         unfinished = [to_text(step_id) for step_id, _key in rows]
         keyed = [to_text(step_id) for step_id, key in rows if key is not None]
@@ -427,9 +481,14 @@ class Outcomes(Part):
                     step=to_text(name),
                     attempt=int(attempt),
                 ).to_json()
+                branched = self._paths.take_branch(cur, run_id, step_id, error, now)
+                if branched is not None:  # Cap.WAIT_BRANCH: timed out, not failed
+                    tally.skipped(run_id, branched)
+                    tally.flush(self._tx, q, cur, now)
+                    return 1 if branched else 0
                 if self._execute(cur, q.time_out_wait, (error, now, step_id, now)).rowcount != 1:
                     return 0
-                self._end_run(cur, run_id, Status.FAILED.value, error, now, tally)
+                self._run_failed(cur, run_id, StepKind.WAIT.value, Status.FAILED, error, now, tally)
                 self._claims.keys.release(cur, tally.released)
                 return 1
 
@@ -460,6 +519,7 @@ class Outcomes(Part):
                 step_id, children = to_text(raw_step_id), to_json(raw_children)
                 if self._execute(cur, q.resolve_wait, (payload, now, step_id)).rowcount == 1:
                     tally = _RunTally.of(run_id, locked.steps_left)
+                    tally.skipped(run_id, self._paths.skip_branch(cur, run_id, step_id, now))
                     self._succeeded(cur, run_id, children, tally, now)
                     tally.flush(self._tx, q, cur, now)
                     return SignalResult.DELIVERED

@@ -5,6 +5,9 @@ the column lists of :mod:`._statements` to them), and ``from_row`` turns what
 a DB-API driver returned into Python values once, where the row is read. Code
 elsewhere in the SQL layer reads ``row.run_id``, never ``row[1]``.
 
+Over 600 lines because every row type of the layer is here, one short class
+each: the one place a column list and its reader are checked against each other.
+
 They are ``NamedTuple``\\ s, not dataclasses: a claim and a batch of outcomes
 read one per step on the hot path, and a named tuple costs a tuple, when it is
 built with ``tuple.__new__`` (:data:`_new`): the ``__new__`` a named tuple is
@@ -180,6 +183,8 @@ class FinishingStep(NamedTuple):
     id: str
     run_id: str
     children: list[str]
+    kind: str
+    """The step's kind: a compensation's success starts the next one (``Cap.COMPENSATION``)."""
     steps_left: int | None
     key: str | None
     """The step's concurrency key: the lease this outcome ends releases it."""
@@ -189,12 +194,13 @@ class FinishingStep(NamedTuple):
         """Convert a row of ``steps_of``, or of ``steps_with_runs`` (``joined``: its run's
         steps left before the key). The key is the last column, absent in a schema before
         concurrency keys (a test's older release)."""
-        step_id, run_id, children = row[:3]
-        steps_left = int(row[3]) if joined else None
-        at = 4 if joined else 3
+        step_id, run_id, children, kind = row[:4]
+        steps_left = int(row[4]) if joined else None
+        at = 5 if joined else 4
         key = row[at] if len(row) > at else None
         return _new(cls, (
-            to_text(step_id), to_text(run_id), to_json(children), steps_left, _optional_text(key)
+            to_text(step_id), to_text(run_id), to_json(children), to_text(kind), steps_left,
+            _optional_text(key),
         ))  # fmt: skip
 
 
@@ -209,6 +215,29 @@ class ExistingRun(NamedTuple):
         """Convert a ``runs_named`` row."""
         run_id, workflow = row
         return _new(cls, (to_text(run_id), to_text(workflow)))
+
+
+class GraphStep(NamedTuple):
+    """``run_graph``: one step of a run as a failure path reads it (``Cap.WAIT_BRANCH``,
+    ``Cap.COMPENSATION``): its place in the DAG, its kind and status, when it finished."""
+
+    id: str
+    name: str
+    kind: str
+    status: str
+    parents: list[str]
+    children: list[str]
+    finished_at: int | None
+    position: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> GraphStep:
+        """Convert a ``run_graph`` row."""
+        step_id, name, kind, status, parents, children, finished_at, position = row
+        return _new(cls, (
+            to_text(step_id), to_text(name), to_text(kind), to_text(status), to_json(parents),
+            to_json(children), _optional_int(finished_at), int(position),
+        ))  # fmt: skip
 
 
 class LockedRun(NamedTuple):

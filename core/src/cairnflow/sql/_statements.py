@@ -356,11 +356,11 @@ REQUEUE_EXPIRED = """
 STEP_OF = "SELECT run_id, children FROM {steps} WHERE id = ?"
 """The run and children of one step (a sleep woken, a wait timed out)."""
 
-STEPS_OF = "SELECT id, run_id, children, concurrency_key FROM {steps} WHERE id IN ({ids})"
+STEPS_OF = "SELECT id, run_id, children, kind, concurrency_key FROM {steps} WHERE id IN ({ids})"
 """The runs and children of a batch's steps (their runs are then locked by ``LOCK_RUNS``)."""
 
 STEPS_WITH_RUNS = """
-            SELECT s.id, s.run_id, s.children, r.steps_left, s.concurrency_key
+            SELECT s.id, s.run_id, s.children, s.kind, r.steps_left, s.concurrency_key
             FROM {steps} s JOIN {runs} r ON r.id = s.run_id
             WHERE s.id IN ({ids})
             ORDER BY r.id{lock_runs_joined}"""

@@ -122,6 +122,8 @@ SQL_CAPABILITIES = frozenset(
         Cap.STEP_TIMEOUT,
         Cap.SLEEP,
         Cap.SIGNAL,
+        Cap.WAIT_BRANCH,
+        Cap.COMPENSATION,
         Cap.CANCEL,
         Cap.IDEMPOTENCY,
         Cap.DELAYED_START,

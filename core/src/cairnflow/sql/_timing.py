@@ -139,7 +139,15 @@ class _Started(Rollback):
     """A claim took a step of the run between the read and the move: roll back, report False."""
 
 
-_NOT_STARTED = {StepStatus.BLOCKED.value, StepStatus.READY.value, StepStatus.SCHEDULED.value}
+# A compensation is skipped until its run fails (Cap.COMPENSATION): not started either.
+_NOT_STARTED = {
+    StepStatus.BLOCKED.value,
+    StepStatus.READY.value,
+    StepStatus.SCHEDULED.value,
+    StepStatus.SKIPPED.value,
+}
+_STARTS = {StepStatus.READY.value, StepStatus.SCHEDULED.value}
+"""The steps a reschedule moves: those due at the run's start (not blocked, nor skipped)."""
 _UNFINISHED = {
     status.value
     for status in (
@@ -180,7 +188,7 @@ class Timing(Part):
             steps = self._steps(cur, run_id)
             if steps is None or any(a > 0 or s not in _NOT_STARTED for _, s, a in steps):
                 return False
-            movable = [i for i, s, _ in steps if s != StepStatus.BLOCKED.value]
+            movable = [i for i, s, _ in steps if s in _STARTS]
             if movable:
                 moved = self._execute(cur, *q.move_start(status, start, movable)).rowcount
                 if moved != len(movable):

@@ -668,6 +668,12 @@ KERNEL = Facet(
             # Promises of create_runs, claim and get_run: NewRun.headers kept with the run,
             # handed back in ClaimedAttempt.headers and StoredRun.headers.
             Cap.HEADERS,
+            # Promises of create_runs, finish, advance_due and send_signal on steps of kind
+            # branch and compensation: a wait with a branch ends timed_out and starts it (or
+            # skips it when its signal comes), and a run failed for good runs the compensations
+            # of its succeeded steps, latest first, before it ends (docs/guides/branches.md).
+            Cap.WAIT_BRANCH,
+            Cap.COMPENSATION,
         }
     ),
 )

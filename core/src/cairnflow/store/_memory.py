@@ -49,6 +49,7 @@ from ._facets import (
 )
 from ._landed import landed
 from ._memory_admin import MemoryAdmin
+from ._memory_branches import MemoryBranches
 from ._memory_errors import MemoryErrors
 from ._memory_history import MemoryStepHistory
 from ._memory_pauses import MemoryPauses
@@ -145,6 +146,7 @@ class _Run:
 
 
 class MemoryStore(
+    MemoryBranches,
     MemoryErrors,
     MemoryStepHistory,
     MemoryState,
@@ -177,6 +179,7 @@ class MemoryStore(
             Retention,
         )
         | {Cap.DRAIN, Cap.SHUTDOWN_REQUEUE, Cap.ENQUEUE_ONLY}
+        | {Cap.WAIT_BRANCH, Cap.COMPENSATION}
     )
     """Every kernel capability but the durable ones (and NOTIFY: its in-process bus wakes
     the clients of this object only), the schedules, leadership, queue control,
@@ -275,7 +278,8 @@ class MemoryStore(
             closure=new.closure,
             fifo_key=new.fifo_key,
             headers=dict(new.headers),
-            steps_left=len(new.steps),
+            # Compensations are not counted: they run only once the run failed (COMPENSATION).
+            steps_left=sum(1 for spec in new.steps if spec.kind is not StepKind.COMPENSATION),
         )
         if run.fifo_key is not None:
             self._fifo.setdefault(run.fifo_key, {})[run.id] = run
@@ -296,7 +300,9 @@ class MemoryStore(
                 key=key,
             )
             run.steps[spec.name] = step
-            if root:
+            if spec.kind is StepKind.COMPENSATION:
+                step.status = StepStatus.SKIPPED  # until the run fails (Cap.COMPENSATION)
+            elif root:
                 self._make_ready(step, new.run_at, new.created_at)
         self._runs[new.id] = run
         if new.key is not None:
@@ -392,7 +398,12 @@ class MemoryStore(
                     failures=step.failures,
                     reclaims=step.reclaims,
                     payload=run.payload,
-                    inputs={p: run.steps[p].output or b"" for p in step.parents},
+                    # The parents that succeeded: a branch's wait timed out (no output).
+                    inputs={
+                        p: run.steps[p].output or b""
+                        for p in step.parents
+                        if run.steps[p].status is StepStatus.SUCCEEDED
+                    },
                     labels=dict(run.labels),
                     closure=run.closure,
                     headers=dict(run.headers),
@@ -541,8 +552,9 @@ class MemoryStore(
                     self._transition(step, "retried", now)
                     return FinishResult(AttemptState.HELD, ready=1)
                 final = outcome.final_status
-                self._fail(step, outcome.error, now, final)
-                return FinishResult(AttemptState.HELD, run_status=final)
+                if self._fail(step, outcome.error, now, final):
+                    return FinishResult(AttemptState.HELD, run_status=final)
+                return FinishResult(AttemptState.HELD, ready=1)  # compensating (COMPENSATION)
             if isinstance(outcome, Snoozed):
                 self._make_ready(step, outcome.until, now)
                 self._transition(step, "snoozed", now)
@@ -608,9 +620,10 @@ class MemoryStore(
                         step=step.name,
                         attempt=step.attempt,
                     )
-                    step.failures += 1
-                    step.error = error
-                    self._fail(step, error, now)
+                    if not self._take_branch(step, error, now):  # Cap.WAIT_BRANCH
+                        step.failures += 1
+                        step.error = error
+                        self._fail(step, error, now)
                     timed_out += 1
         return AdvanceResult(woken, timed_out, promoted)
 
@@ -690,7 +703,10 @@ class MemoryStore(
         step.finished_at = now
         step.due_at = None
         self._transition(step, "succeeded", now)
+        if step.kind is StepKind.COMPENSATION:
+            return self._compensated(step, now)
         run = step.run
+        self._skip_branch(step, now)  # a wait resolved in time skips its branch (WAIT_BRANCH)
         ready = 0
         for name in step.children:
             child = run.steps[name]
@@ -707,12 +723,13 @@ class MemoryStore(
             return FinishResult(AttemptState.HELD, ready=ready, run_status=final)
         return FinishResult(AttemptState.HELD, ready=ready)
 
-    def _fail(self, step: _Step, error: ErrorInfo, now: int, final: Status = Status.FAILED) -> None:
+    def _fail(self, step: _Step, error: ErrorInfo, now: int, final: Status = Status.FAILED) -> bool:
+        """``step`` failed for good: True when its run ended, False when it compensates."""
         step.status = StepStatus.FAILED
         step.finished_at = now
         step.due_at = None
         self._transition(step, "failed", now)
-        self._end_run(step.run, final.value, now, error=error)
+        return self._run_failed(step, final, error, now)
 
     def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
         run.state = state
@@ -721,6 +738,10 @@ class MemoryStore(
         run.signals.clear()
         if run.key is not None and self._active_keys.get((run.workflow, run.key)) == run.id:
             del self._active_keys[(run.workflow, run.key)]
+        self._cancel_unfinished(run, now)
+
+    def _cancel_unfinished(self, run: _Run, now: int) -> None:
+        """Cancel the run's unfinished steps (it ended, or it fails and compensates)."""
         for step in run.steps.values():
             if step.status.finished:
                 continue

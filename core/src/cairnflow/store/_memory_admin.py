@@ -14,13 +14,18 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .._errors import DuplicateRun, RunNotFound, StepNotFound
-from .._models import ErrorInfo, RunError, Status, StepEvent, StepStatus
+from .._models import ErrorInfo, RunError, Status, StepEvent, StepKind, StepStatus
 from ._records import ACTIVE, RETRYABLE, Reopened, cancelled_step_error
 
 if TYPE_CHECKING:
     from ._memory import _Run, _Step
 
 __all__ = ["MemoryAdmin"]
+
+_DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED, StepStatus.TIMED_OUT})
+"""What a retry keeps: steps that succeeded, and those a wait's branch settled (WAIT_BRANCH;
+a compensation is skipped until its run fails, and a run whose compensations ran is not
+retried)."""
 
 
 class MemoryAdmin:
@@ -70,6 +75,11 @@ class MemoryAdmin:
                 return Reopened.NOT_RETRYABLE
             if step is not None and run.steps[step].status is not StepStatus.FAILED:
                 return Reopened.STEP_NOT_FAILED
+            if any(
+                s.kind is StepKind.COMPENSATION and s.status is not StepStatus.SKIPPED
+                for s in run.steps.values()
+            ):
+                return Reopened.NOT_RETRYABLE  # its succeeded steps were undone (COMPENSATION)
             if run.key is not None:
                 holder = self._active_keys.get((run.workflow, run.key))
                 if holder is not None:
@@ -80,7 +90,7 @@ class MemoryAdmin:
             run.error = None
             run.steps_left = 0
             for again in run.steps.values():
-                if again.status is StepStatus.SUCCEEDED:
+                if again.status in _DONE:
                     continue
                 run.steps_left += 1
                 if again.token is not None:
@@ -135,10 +145,17 @@ class MemoryAdmin:
                 raise StepNotFound(run_id, step)
             if run.state != ACTIVE or target.status.finished:
                 return False
+            if target.kind is StepKind.COMPENSATION:
+                return False  # a compensating run is undone whole or cancelled whole
+            # A wait's branch depends on it too (Cap.WAIT_BRANCH), though it is not its child.
+            branches = {
+                s.parents[0]: s.name for s in run.steps.values() if s.kind is StepKind.BRANCH
+            }
             doomed = [target]
             seen = {target.name}
             for current in doomed:  # grows as it goes: every descendant, once
-                for name in current.children:
+                branch = branches.get(current.name)
+                for name in (*current.children, *((branch,) if branch else ())):
                     child = run.steps[name]
                     if name not in seen and not child.status.finished:
                         seen.add(name)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryTiming"]
 
-_NOT_STARTED = (StepStatus.BLOCKED, StepStatus.READY, StepStatus.SCHEDULED)
+# A compensation is skipped until its run fails (Cap.COMPENSATION): not started either.
+_NOT_STARTED = (StepStatus.BLOCKED, StepStatus.READY, StepStatus.SCHEDULED, StepStatus.SKIPPED)
 
 
 class MemoryTiming:
