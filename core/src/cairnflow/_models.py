@@ -21,6 +21,7 @@ __all__ = [
     "Job",
     "LifecycleEvent",
     "RunError",
+    "RunFailure",
     "RunInfo",
     "RunRef",
     "Status",
@@ -172,7 +173,7 @@ class StepInfo:
 
 
 LIFECYCLE_EVENTS = "events"
-"""The lifecycle channel every ``Client.on_event`` subscriber of a fleet shares (``Cap.LIFECYCLE``)."""
+"""The lifecycle channel the ``Client.on_event`` subscribers of a fleet share (Cap.LIFECYCLE)."""
 LIFECYCLE_FAILURES = "on_failure"
 """The lifecycle channel of ``on_failure`` handlers: one ``run.failed`` row per failed run."""
 LIFECYCLE_ALL = ""
@@ -227,6 +228,25 @@ class LifecycleEvent:
     def at(self) -> datetime:
         """When it was recorded (UTC)."""
         return from_ns(self.at_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailure:
+    """What a workflow's ``on_failure`` handler is given: one failed run (``Cap.LIFECYCLE``).
+
+    ``payload`` is the run's, decoded; ``step`` and ``error`` name the step whose
+    failure failed the run and its error (None for a run failed by its deadline
+    without a step's error); ``attempt`` counts the times this failure was handed
+    to a handler (more than 1: an earlier handler raised, died or stalled).
+    """
+
+    run_id: str
+    workflow: str
+    payload: Any
+    step: str | None
+    error: ErrorInfo | None
+    attempt: int
+    event: LifecycleEvent
 
 
 STEP_HISTORY_KEEP = 100

@@ -91,6 +91,7 @@ from ._history import ErrorLog
 from ._journal import Journal
 from ._leadership import Leadership
 from ._leases import Leases
+from ._lifecycle import LifecycleOutbox
 from ._locks import Locks
 from ._migrations import Migration
 from ._outcomes import Outcomes
@@ -103,7 +104,6 @@ from ._schedules import Schedules
 from ._schema import Schema
 from ._servers import ServerRows
 from ._stats import Stats
-from ._lifecycle import LifecycleOutbox
 from ._step_history import StepLog
 from ._tables import Tables
 from ._timing import Timing

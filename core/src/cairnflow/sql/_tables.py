@@ -117,7 +117,8 @@ class Tables:
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
         ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
         ``{run_labels}``, ``{servers}``, ``{runs_archive}``, ``{steps_archive}``,
-        ``{step_history}``, ``{lifecycle}``, ``{lifecycle_subs}``, ``{migrations}``: qualified, quoted table names;
+        ``{step_history}``, ``{lifecycle}``, ``{lifecycle_subs}``, ``{migrations}``:
+        qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
