@@ -14,7 +14,7 @@
 -- again after its lease. at is the database's clock (Unix ns, milliseconds on SQLite 3.40).
 
 CREATE TABLE {lifecycle} (
-    id           INTEGER PRIMARY KEY,                -- write order (not read as a cursor)
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an id names one event
     channel      TEXT    NOT NULL,
     run_id       TEXT    NOT NULL,
     workflow     TEXT    NOT NULL,
