@@ -55,6 +55,10 @@ MIGRATIONS = [
     "026_runs_overdue",
     "027_headers",
     "028_archive_headers",
+    "029_lifecycle",
+    "030_lifecycle_subs",
+    "031_lifecycle_step_trigger",
+    "032_lifecycle_run_trigger",
 ]
 
 

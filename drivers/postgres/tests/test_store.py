@@ -45,6 +45,7 @@ MIGRATIONS = [
     "016_step_history",
     "017_step_history_trigger",
     "018_runs_overdue",
+    "019_lifecycle",
 ]
 
 
