@@ -19,17 +19,7 @@ from .._errors import (
     WaitTimeout,
 )
 from .._fleet import HandedBack, Recycle, StopCause, StopReport
-from .._models import (
-    LIFECYCLE_KINDS,
-    Job,
-    LifecycleEvent,
-    RunError,
-    RunInfo,
-    RunRef,
-    Status,
-    StepEvent,
-    StepKind,
-)
+from .._models import Job, RunError, RunInfo, RunRef, Status, StepEvent, StepKind
 from .._names import check_headers, check_key, check_labels, check_name
 from .._queues import QueueConfig
 from ..clock import Clock, DatabaseClock, Real, Subscribable
@@ -55,6 +45,7 @@ from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
 from ._lifecycle import LifecycleDispatcher, Subscriber
+from ._lifecycle_api import LifecycleMethods
 from ._lock_api import LockMethods
 from ._pruner import Pruner
 from ._queue_api import QueueMethods
@@ -85,6 +76,7 @@ class Client(
     AdminMethods,
     StatsMethods,
     RetentionMethods,
+    LifecycleMethods,
 ):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
@@ -323,67 +315,6 @@ class Client(
             )
         state = self._state
         state.observers = (*state.observers, observer)
-
-    def on_event(
-        self,
-        callback: Callable[[LifecycleEvent], object],
-        *,
-        kinds: Iterable[str] | None = None,
-        workflows: Iterable[str] | None = None,
-    ) -> None:
-        """Call ``callback(event)`` for run and step events of the fleet (``Cap.LIFECYCLE``).
-
-        Events (:class:`~cairnflow.LifecycleEvent`) are read from the store, so
-        they come from every client's transitions, not only this one's; the
-        subscribing clients of a fleet share them, so each event is delivered
-        by one of them (again by another only when the first died or stalled
-        past its lease before it acknowledged it: at-least-once). ``kinds``
-        (see :data:`~cairnflow._models.LIFECYCLE_KINDS`) and ``workflows``
-        narrow what this callback is given (None: all). The store records what
-        is wanted from the client's :meth:`start` on (docs/lifecycle.md).
-        """
-        if not callable(callback):
-            raise TypeError(f"on_event takes a callable (event), got {callback!r}")
-        chosen_kinds = None if kinds is None else frozenset(kinds)
-        if chosen_kinds is not None:
-            unknown = sorted(chosen_kinds - LIFECYCLE_KINDS)
-            if unknown or not chosen_kinds:
-                raise ValueError(
-                    f"on_event kinds must be some of {', '.join(sorted(LIFECYCLE_KINDS))}; "
-                    f"got {unknown or 'none'}"
-                )
-        chosen_workflows = None
-        if workflows is not None:
-            if isinstance(workflows, str):
-                workflows = [workflows]
-            chosen_workflows = frozenset(check_name("workflow", w) for w in workflows)
-            if not chosen_workflows:
-                raise ValueError("on_event workflows= names at least one workflow (None: all)")
-        self._state.require(Cap.LIFECYCLE, "on_event()")
-        subscriber = Subscriber(callback, chosen_kinds, chosen_workflows)
-        with self._lifecycle:
-            self._subscribers.append(subscriber)
-            if self._events is not None:
-                self._events.add(subscriber)
-            elif self._started and not self._stopped:
-                self._start_events()
-
-    def _start_events(self) -> None:
-        """Start delivering lifecycle events and running on_failure handlers, when wanted."""
-        state = self._state
-        outbox = state.facets.lifecycle
-        wanted = self._subscribers or any(
-            w.failure_handler is not None for w in state.registry.values()
-        )
-        if outbox is None or not wanted:
-            return
-        self._events = LifecycleDispatcher(state, outbox, self._subscribers, self._payload_of)
-        self._events.start()
-
-    def _payload_of(self, run_id: str) -> Any:
-        """The decoded payload of a run (None once the run was deleted)."""
-        stored = self._state.store.get_run(run_id)
-        return None if stored is None else self._state.codec.decode(stored.payload)
 
     def add_enqueue_hook(self, hook: EnqueueHook) -> None:
         """Call ``hook(workflow, headers)`` for every run this client enqueues (``Cap.HEADERS``)."""
