@@ -132,6 +132,30 @@ class LifecycleTests:
                 assert event.error is None, event
         assert Counter(e.id for e in events).most_common(1)[0][1] == 1, "an event came twice"
 
+    @proves(Cap.LIFECYCLE, requires=[Cap.SIGNAL, Cap.CANCEL])
+    def test_a_cancelled_run_and_its_steps_are_observed(self, cairnflow_kit: Kit) -> None:
+        wf = cf.Workflow("kit-life-cancel")
+        wf.step(lambda c, d: d, name="a")
+        wf.wait("gate", signal="go", after=["a"])
+        seen = _Collector()
+        cairnflow_kit.client().on_event(seen.into("observer"), workflows=["kit-life-cancel"])
+        worker = cairnflow_kit.client(wf)
+        ref = worker.enqueue("kit-life-cancel")
+        _until(lambda: worker.info(ref).status is cf.Status.WAITING, "the run to wait")
+        assert worker.cancel(ref)
+        _until(lambda: "run.cancelled" in {e.kind for e in seen.events()}, "run.cancelled")
+        time.sleep(0.3)  # anything more would come now
+        assert seen.kinds(ref.id) == Counter(
+            {
+                ("run.started", None, 1): 1,
+                ("step.started", "a", 1): 1,
+                ("step.succeeded", "a", 1): 1,
+                ("step.started", "gate", 1): 1,  # a wait's attempt begins it, then leaves
+                ("step.cancelled", "gate", 1): 1,
+                ("run.cancelled", None, 0): 1,
+            }
+        )
+
     @proves(Cap.LIFECYCLE)
     def test_each_event_is_delivered_once_across_subscribing_clients(
         self, cairnflow_kit: Kit
@@ -228,6 +252,28 @@ class LifecycleTests:
             assert failure.error is not None
             assert failure.error.message == f"bad {n}"
             assert failure.attempt == 1
+
+    @proves(Cap.LIFECYCLE)
+    def test_a_failing_on_failure_handler_is_retried_by_its_policy(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        calls: list[tuple[str, int]] = []
+        retry = cf.RetryPolicy(max_attempts=2, backoff=_QUICK)
+
+        def handle(failure: cf.RunFailure) -> None:
+            calls.append((failure.payload, failure.attempt))
+            if failure.payload == "never" or failure.attempt == 1:
+                raise RuntimeError("kit handler fails")
+
+        wf = cf.Workflow("kit-life-retry", steps=[cf.Step("a", _fails)], on_failure=handle)
+        wf.on_failure(handle, retry=retry)
+        client = cairnflow_kit.client(wf)
+        for payload in ("once", "never"):
+            ref = client.enqueue("kit-life-retry", payload)
+            assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.FAILED
+        _until(lambda: len(calls) >= 4, "each handler's two attempts")
+        time.sleep(0.5)  # a third attempt would come now
+        assert sorted(calls) == [("never", 1), ("never", 2), ("once", 1), ("once", 2)]
 
     @proves(Cap.LIFECYCLE, Cap.LEASE)
     def test_a_stalled_on_failure_handler_is_taken_over_after_its_lease(
