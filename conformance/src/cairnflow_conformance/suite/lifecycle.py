@@ -305,6 +305,35 @@ class LifecycleTests:
         assert [c.attempt for c in calls] == [1, 2]
 
     @proves(Cap.LIFECYCLE)
+    def test_a_stopping_client_hands_its_running_on_failure_handler_back(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        calls: list[cf.RunFailure] = []
+        release = threading.Event()
+
+        def handle(failure: cf.RunFailure) -> None:
+            calls.append(failure)
+            if len(calls) == 1:
+                release.wait(TIMEOUT)
+
+        def build() -> cf.Workflow:
+            return cf.Workflow("kit-life-handback", steps=[cf.Step("a", _fails)], on_failure=handle)
+
+        # The first client's lease is longer than the test waits: only a hand back lets
+        # another client run the handler in time.
+        first = cairnflow_kit.client(build(), lease=120.0)
+        ref = first.enqueue("kit-life-handback")
+        assert first.wait(ref, timeout=TIMEOUT).status is cf.Status.FAILED
+        _until(lambda: len(calls) == 1, "the first client's handler")
+        first.stop(timeout=5)
+        cairnflow_kit.client(build())
+        try:
+            _until(lambda: len(calls) >= 2, "another client to run the handed back handler")
+        finally:
+            release.set()
+        assert [c.attempt for c in calls] == [1, 2]
+
+    @proves(Cap.LIFECYCLE)
     def test_a_lease_taken_over_or_a_fenced_write_records_nothing(self, cairnflow_kit: Kit) -> None:
         # At the SPI, the tokens the test's: a row's lease taken over leaves its first
         # holder nothing to renew, release or delete; a fenced step write writes no event.

@@ -17,7 +17,12 @@ transactions of the transitions), then every ``poll_interval``:
   third of it, and deletes the row with its token: a handler whose lease was
   taken over (a stalled or dead client) cannot complete the row. A handler that
   raises is retried by its workflow's ``on_failure_retry`` policy (the row
-  handed back until its backoff passed), then given up (logged).
+  handed back until its backoff passed), then given up (logged). A client that
+  stops while a handler runs hands the row back at once (the handler's thread
+  runs on, unrecorded, as a stopping client's steps do).
+
+Callbacks slower than a third of the lease have the rest of their batch renewed
+(and what was delivered acknowledged) as they go.
 
 A callback that raises is logged; the event still counts as delivered.
 """
@@ -40,12 +45,20 @@ from .._models import (
 from ..ids import new_token
 from ..store import Lifecycle
 from ..workflow import Workflow
+from ._attempt import monotonic
 from ._state import EngineState
 
 __all__ = ["BATCH", "LifecycleDispatcher", "Subscriber"]
 
 BATCH = 100
 """Event rows one lease takes at most."""
+
+
+class _HandedBackError(Exception):
+    """What :meth:`LifecycleDispatcher._run_handler` returns for a handler its stop handed back."""
+
+
+_HANDED_BACK = _HandedBackError()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +102,8 @@ class LifecycleDispatcher:
         self._read_payload = read_payload
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._handler_done = threading.Event()
+        """Set when the running on_failure handler ends, or when the client stops."""
 
     @property
     def _handlers(self) -> dict[str, Workflow]:
@@ -122,8 +137,9 @@ class LifecycleDispatcher:
         self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop after the batch or handler in flight and wait for the thread."""
+        """Stop after the batch in flight (a running handler handed back); wait for the thread."""
         self._stop.set()
+        self._handler_done.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -161,18 +177,31 @@ class LifecycleDispatcher:
             _faults.fire(_faults.LIFECYCLE_AFTER_CLAIM)
         # Fenced: a client that stalled past its lease since the claim delivers nothing.
         held = set(self._outbox.renew_lifecycle([e.id for e in events], token, state.lease_until()))
+        renewed = monotonic()
+        delivered: list[int] = []
+        lost = 0
         for event in events:
             if event.id not in held:
                 continue
+            if monotonic() - renewed > state.settings.lease / 3:
+                # Slow callbacks: what was delivered is acknowledged, the rest renewed.
+                lost += len(delivered) - self._outbox.ack_lifecycle(delivered, token)
+                held -= set(delivered)
+                delivered = []
+                held = set(self._outbox.renew_lifecycle(held, token, state.lease_until()))
+                renewed = monotonic()
+                if event.id not in held:
+                    continue
             for subscriber in subscribers:
                 if subscriber.wants(event):
                     self._call(subscriber.callback, event)
-        gone = self._outbox.ack_lifecycle(held, token)
-        if gone < len(held):
+            delivered.append(event.id)
+        lost += len(delivered) - self._outbox.ack_lifecycle(delivered, token)
+        if lost:
             state.log.warning(
                 "%d lifecycle event(s) were taken over before they were acknowledged; "
                 "another client delivers them again",
-                len(held) - gone,
+                lost,
             )
         return len(events)
 
@@ -205,6 +234,8 @@ class LifecycleDispatcher:
         (event,) = claimed
         workflow = handlers[event.workflow]
         error = self._run_handler(workflow, event, token)
+        if error is _HANDED_BACK:
+            return 0
         if error is None:
             if not self._outbox.ack_lifecycle([event.id], token):
                 state.log.warning(
@@ -246,6 +277,7 @@ class LifecycleDispatcher:
             event=event,
         )
         outcome: list[BaseException | None] = []
+        done = self._handler_done = threading.Event()  # set by the handler's end, or stop()
 
         def run() -> None:
             try:
@@ -253,16 +285,26 @@ class LifecycleDispatcher:
                 outcome.append(None)
             except BaseException as error:  # noqa: BLE001 - reported to the dispatcher
                 outcome.append(error)
+            finally:
+                done.set()
 
         worker = threading.Thread(
             target=run, name=f"cairnflow-on-failure-{event.run_id}", daemon=True
         )
         worker.start()
+        if self._stop.is_set():
+            done.set()  # stop() came before this handler's event existed
         every = self._state.settings.lease / 3
         while True:
-            worker.join(every)
-            if not worker.is_alive():
+            done.wait(every)
+            if outcome:
                 break
+            if self._stop.is_set():
+                # The client stops: the failure goes back at once for another client to
+                # handle (as a stopping client hands its running steps back); whatever this
+                # handler does from now on is not recorded.
+                self._outbox.release_lifecycle(event.id, token, self._state.lease_clock.now_ns())
+                return _HANDED_BACK
             if _faults.plan is not None:
                 _faults.fire(_faults.LIFECYCLE_BEFORE_RENEW)
             self._renew([event.id], token)
