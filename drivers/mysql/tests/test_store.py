@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -55,10 +56,11 @@ MIGRATIONS = [
     "026_runs_overdue",
     "027_headers",
     "028_archive_headers",
-    "029_lifecycle",
-    "030_lifecycle_subs",
-    "031_lifecycle_step_trigger",
-    "032_lifecycle_run_trigger",
+    "029_forced_ready",
+    "030_lifecycle",
+    "031_lifecycle_subs",
+    "032_lifecycle_step_trigger",
+    "033_lifecycle_run_trigger",
 ]
 
 
@@ -516,8 +518,11 @@ def test_the_claim_reads_its_index_in_order(store: MySQLStore, server: Server) -
         plans = cursor.fetchall()
     (plan,) = [p for p in plans if p["table"] == "s"]
     # The pauses are read by their primary key (or found empty at once), never scanned.
-    for pauses in [p for p in plans if p["table"] != "s"]:
+    for pauses in [p for p in plans if p["table"] not in ("s", "f")]:
         assert pauses["key"] == "PRIMARY" or "no matching row" in str(pauses["Extra"]), plans
+    # The queue's gate reads the index of forced ready steps (029_forced_ready).
+    for forced in [p for p in plans if p["table"] == "f"]:
+        assert forced["key"] == f"{store.tables.prefix}steps_forced_ready", plans
     assert plan["key"] == f"{store.tables.prefix}steps_claim"
     extra = str(plan["Extra"] or "")
     if store.server.descending_indexes:
@@ -548,6 +553,94 @@ def test_a_limited_claim_counts_the_running_by_the_claim_index(
     assert count["key"] == f"{store.tables.prefix}steps_claim", count
     assert count["type"] == "ref" and "Using index" in str(count["Extra"]), count
     assert (lock["key"], lock["type"]) == ("PRIMARY", "const"), lock
+
+
+def test_a_keyed_claim_locks_and_moves_its_keys_by_the_primary_key_in_one_statement_each(
+    store: MySQLStore, server: Server
+) -> None:
+    # LOCK_KEYS and MOVE_KEYS: one statement for every key of a claim, each a range of the
+    # limits' primary key (read in its order: the rows are locked in name order), where one
+    # statement per key cost one round trip per key.
+    q = store._queries
+    conn = server.connect()
+    with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+        for name in ("k1", "k2", "k3", "k4"):
+            cursor.execute(
+                f"INSERT INTO `{store.tables.prefix}limits` (kind, name, running, fifo)"
+                " VALUES ('key', %s, 0, 0)",
+                (name,),
+            )
+        for kind in ("queue", "rate"):  # rows of other kinds, as a busy database has
+            for n in range(50):
+                cursor.execute(
+                    f"INSERT INTO `{store.tables.prefix}limits` (kind, name, running, fifo)"
+                    " VALUES (%s, %s, 0, 0)",
+                    (kind, f"x{n}"),
+                )
+        conn.commit()
+        cursor.execute(f"ANALYZE TABLE `{store.tables.prefix}limits`")
+        cursor.fetchall()
+        plans = {}
+        for name, (sql, params) in {
+            "lock_keys": q.lock_keys(["k1", "k3", "k4"]),
+            "move_keys": q.move_keys([(1, "k1"), (-1, "k3")]),
+        }.items():
+            cursor.execute("EXPLAIN " + store.dialect.sql(sql), params)
+            plans[name] = cursor.fetchall()
+    for name, rows in plans.items():
+        (plan,) = rows
+        assert (plan["key"], plan["type"]) == ("PRIMARY", "range"), (name, plan)
+        assert "filesort" not in str(plan["Extra"] or ""), (name, plan)  # read in name order
+
+
+def test_a_paused_queue_s_claim_reads_none_of_its_ready_rows(
+    store: MySQLStore, server: Server
+) -> None:
+    # The queue's gate ("not paused, or a forced step of it is ready": the pauses' primary
+    # key, then the index of the forced_ready column) is a constant condition, evaluated
+    # before the steps are read: a paused queue's claim reads none of its ready rows.
+    for i in range(300):
+        create(store, [("one", ())], priority=i % 3)
+    t = store.tables
+    server.query(
+        f"INSERT INTO `{t.prefix}pauses` (kind, name, paused_at) VALUES ('queue', 'default', 0)"
+    )
+    server.query(f"ANALYZE TABLE `{t.prefix}steps`")
+    claim_plan = store._queries.claim_plan(
+        workflows=["wf"], queue="default", limit=5, claimed=("s", 0, "n", 0)
+    )
+    sql, params = claim_plan.select_ready
+
+    def analyzed() -> list[dict[str, Any]]:
+        conn = server.connect()
+        with conn.cursor() as cursor:
+            cursor.execute("ANALYZE FORMAT=JSON " + store.dialect.sql(sql), params)
+            (document,) = cursor.fetchone()
+        conn.rollback()
+        tables: list[dict[str, Any]] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                if "table_name" in node:
+                    tables.append(node)
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+
+        walk(json.loads(document))
+        return tables
+
+    closed = analyzed()
+    steps = [n for n in closed if n["table_name"] == "s"]
+    assert all(not n.get("r_loops") for n in steps), closed  # not read (or not even planned)
+    gate = [n for n in closed if n["table_name"] == "f"]
+    assert gate and gate[0]["key"] == f"{t.prefix}steps_forced_ready", gate
+    # A forced step opens the gate: the claim reads the steps (and finds that one).
+    server.query(f"UPDATE `{t.prefix}steps` SET forced = 1 LIMIT 1")
+    steps = [n for n in analyzed() if n["table_name"] == "s"]
+    assert steps and steps[0].get("r_rows"), steps
 
 
 @pytest.mark.parametrize("branch", ["index order", "candidates"])

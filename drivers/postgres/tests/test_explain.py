@@ -216,7 +216,7 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 f"SELECT run_id, position, {STEP_COLUMNS} FROM {t.steps} "
                 f"WHERE run_id IN (SELECT id FROM {t.runs_archive})"
             )
-            # Lifecycle events (schema 19): 50,000 undelivered events of two channels, most of
+            # Lifecycle events (schema 20): 50,000 undelivered events of two channels, most of
             # them leased, and 1,000 subscriptions the triggers probe by the primary key.
             admin_conn.execute(
                 f"""
@@ -279,6 +279,13 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "claim, one workflow": q.claim_plan(
             workflows=["w1"], queue="default", limit=8, claimed=(TOKEN, 0, "n", 0)
         ).update_returning,
+        "claim, globally limited": q.claim_plan(
+            workflows=workflows,
+            queue="default",
+            limit=8,
+            claimed=(TOKEN, NOW, "node", NOW),
+            global_limit=5,
+        ).update_returning_runs,
         "claim_runs": q.claim_runs([hot_run, f"run_{FINISHED + 9}"]),
         "claim_inputs": q.claim_inputs([hot_run], ["a"]),
         "renew": q.renew(NOW, [by_id, (f"step_{FINISHED + 9}_0", TOKEN)]),
@@ -434,7 +441,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "archived_first": (r._first, (51,)),
         "archived_after": (r._after, (NOW - 5000, NOW - 5000, "run_5000", 51)),
         "archived_steps": _listed(r._steps, ["run_2", "run_4"]),
-        # Lifecycle events (schema 19): the triggers' probe of the subscriptions; a claim of a
+        # Lifecycle events (schema 20): the triggers' probe of the subscriptions; a claim of a
         # channel's oldest free rows along the channel index; the rest by the rows' ids.
         "lifecycle: probe": (
             f"SELECT 1 FROM {store.tables.lifecycle_subs} "
@@ -471,6 +478,20 @@ def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statem
             cursor.execute(CLAIM_SETTINGS)
         cursor.execute("EXPLAIN (FORMAT JSON) " + store.dialect.sql(text), params)
         row = cursor.fetchone()
+    assert row is not None
+    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    return document[0]["Plan"]
+
+
+def _analyzed(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statement) -> Any:
+    """The plan of ``statement`` as it ran (EXPLAIN ANALYZE), under the claim's settings; the
+    statement's writes are rolled back."""
+    text, params = statement
+    with conn.transaction() as transaction, psycopg.ClientCursor(conn) as cursor:
+        cursor.execute(CLAIM_SETTINGS)
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + store.dialect.sql(text), params)
+        row = cursor.fetchone()
+        raise psycopg.Rollback(transaction)
     assert row is not None
     document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
     return document[0]["Plan"]
@@ -519,6 +540,11 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("lock_named", "take_named", "extend_named", "release_named"):
         assert f"{prefix}locks_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
+    # A globally limited claim counts the queue's running in its LIMIT, by the same index,
+    # and probes its limiter by the primary key.
+    limited = indexes["claim, globally limited"]
+    for index in ("steps_ready", "steps_running_queue", "limits_pkey"):
+        assert f"{prefix}{index}" in limited, limited
     # The next due time: three ranges of the hot indexes, each stopped at its first row.
     assert f"{prefix}steps_ready" in indexes["due_ready"], indexes["due_ready"]
     assert f"{prefix}pauses_pkey" in indexes["due_ready"], indexes["due_ready"]
@@ -570,7 +596,7 @@ def test_no_hot_path_query_scans_a_whole_table(
         assert f"{prefix}lifecycle_pkey" in indexes[f"lifecycle: {name}"], (name, indexes)
     # No claim reads the cold tables.
     cold = {f"{prefix}runs_archive_pkey", f"{prefix}runs_archive_finished"}
-    for name in ("claim", "claim, one workflow", "claim, keyed"):
+    for name in ("claim", "claim, one workflow", "claim, keyed", "claim, globally limited"):
         assert not indexes[name] & cold, (name, indexes[name])
 
 
@@ -663,6 +689,24 @@ def test_a_claim_of_one_queue_walks_its_own_range_of_the_ready_index(
         )
         assert {a.queue for a in taken} == {"mail"}
         assert {a.run_id for a in taken} == {"run_10019", "run_10016", "run_10013"}
+        # A paused queue's 10,000 ready rows are not read at all: the queue's gate (paused,
+        # and no forced step ready: one probe of steps_forced_ready) is a one-time filter.
+        bulk = store._queries.claim_plan(
+            workflows=["w"], queue="bulk", limit=8, claimed=(TOKEN, NOW, "node", NOW)
+        )
+        admin_conn.execute(
+            f"INSERT INTO {t.pauses} (kind, name, paused_at) VALUES ('queue', 'bulk', 0)"
+        )
+        nodes = list(_nodes(_analyzed(admin_conn, store, bulk.update_returning_runs)))
+        ready = [n for n in nodes if n.get("Index Name") == f"{t.prefix}steps_ready"]
+        assert ready and all(n["Actual Loops"] == 0 for n in ready), nodes
+        assert any(n.get("Index Name") == f"{t.prefix}steps_forced_ready" for n in nodes), nodes
+        # A forced run's step passes the pause: the gate opens, and the claim takes it alone.
+        admin_conn.execute(f"UPDATE {t.steps} SET forced = 1 WHERE id = 'step_5000'")
+        taken = store.claim(
+            ClaimRequest(frozenset({"w"}), 8, NOW, NOW + 10**9, "explain", (QueueClaim("bulk"),))
+        )
+        assert [a.run_id for a in taken] == ["run_5000"]
     finally:
         store.close()
         drop_namespace(admin_conn, t.prefix)

@@ -45,7 +45,8 @@ MIGRATIONS = [
     "016_step_history",
     "017_step_history_trigger",
     "018_runs_overdue",
-    "019_lifecycle",
+    "019_forced_ready",
+    "020_lifecycle",
 ]
 
 

@@ -51,7 +51,8 @@ MIGRATIONS = [
     "016_step_history",
     "017_runs_overdue",
     "018_headers",
-    "019_lifecycle",
+    "019_forced_ready",
+    "020_lifecycle",
 ]
 
 
@@ -147,9 +148,12 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
     if version < 15:  # a release before run headers: its statements read and write none
         _without_headers(store)
     if version < 6:  # a release before pauses: its claim reads no pauses table
+        # (the parameters of today's claim, Queries.ready_params: the gate's two, the queue,
+        # the workflows, the queue's pause, each compared with the queue here)
         store._queries._ready = (
-            f"SELECT id FROM {store.tables.steps} WHERE status = 'ready' AND queue = ? "
-            "AND workflow IN ({workflows}) AND queue = ? ORDER BY priority DESC, due_at, id LIMIT ?"
+            f"SELECT id FROM {store.tables.steps} WHERE status = 'ready' AND ? = ? AND queue = ?"
+            " AND workflow IN ({workflows}) AND queue = ? ORDER BY priority DESC, due_at, id"
+            " LIMIT {limit}"
         )
     return store
 
@@ -412,6 +416,9 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     r = store._retention
     life = store._lifecycle
     plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
+    limited = q.claim_plan(
+        workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0), global_limit=5
+    )
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
     by_role = "sqlite_autoindex_cf_leaders_1"
@@ -462,6 +469,10 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         # counted in the queue's range of the running ones alone.
         "lock_limiter": ((q.lock_limiter, ("queue", "q")), "sqlite_autoindex_cf_limits_1"),
         "count_running": ((q.count_running, ("q",)), "cf_steps_running_queue"),
+        # A limited claim counts the running in its own LIMIT, and probes the limiter row.
+        "claim, limited": (limited.update_returning, "cf_steps_ready"),
+        "claim, limited, running": (limited.update_returning, "cf_steps_running_queue"),
+        "claim, limited, limiter": (limited.update_returning, "sqlite_autoindex_cf_limits_1"),
         # Durable step state (schema 8): a memo's probe, fence and record, a lock's take,
         # extension and release, each by a primary key.
         "read_journal": ((q.read_journal, ("r1", "a", "m")), "sqlite_autoindex_cf_journal_1"),
@@ -549,6 +560,8 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "claim, keyed, pauses": (keyed, by_pause),
         "lock_key": ((q.lock_key, ("a",)), "sqlite_autoindex_cf_limits_1"),
         "move_key": ((q.move_key, (1, "a")), "sqlite_autoindex_cf_limits_1"),
+        "lock_keys": (q.lock_keys(["a", "b", "c"]), "sqlite_autoindex_cf_limits_1"),
+        "move_keys": (q.move_keys([(1, "a"), (-2, "b")]), "sqlite_autoindex_cf_limits_1"),
         "set_head": ((q.set_head, ("r1", "a")), "sqlite_autoindex_cf_limits_1"),
         "fifo_head": ((q.fifo_head, ("a",)), "cf_runs_fifo"),
         "head_unfinished": ((q.head_unfinished, ("r1", "a")), by_run_id),
@@ -571,7 +584,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             _listed(r._steps, ["r1", "r2"]),
             "sqlite_autoindex_cf_steps_archive_1",
         ),
-        # Lifecycle events (schema 19): the triggers probe the subscriptions by their primary
+        # Lifecycle events (schema 20): the triggers probe the subscriptions by their primary
         # key at each transition; a claim reads its channel's oldest free rows by the channel
         # index; leasing, renewing, releasing and deleting go by the rows' ids.
         "lifecycle: probe": (
@@ -645,7 +658,8 @@ def test_a_directory_as_the_path_is_refused_naming_it(tmp_path: Path) -> None:
 
 def test_only_a_limited_queue_sends_the_limiters_statements(db: Path) -> None:
     # Plain W2 keeps its claim: an unlimited queue sends what it did. A queue with a global
-    # limit adds two (lock the limiter, count the running) once its row was created.
+    # limit adds one (lock the limiter) once its row was created: the claim statement counts
+    # the running itself, in its LIMIT (Dialect.limit_expressions).
     from cairnflow.store import ClaimRequest, QueueClaim
 
     store = SQLiteStore(db)
@@ -663,10 +677,40 @@ def test_only_a_limited_queue_sends_the_limiters_statements(db: Path) -> None:
 
     plain, taken = statements(QueueClaim("default"))  # the claim, and the runs it leased
     assert taken == 2
-    assert statements(QueueClaim("default", None, 3)) == (2 + 2 + plain, 1)  # row made once
-    assert statements(QueueClaim("default", None, 3)) == (2, 0)  # 3 running: no claim sent
-    assert statements(QueueClaim("default", None, 5)) == (2 + plain, 2)
+    assert statements(QueueClaim("default", None, 3)) == (2 + 1 + plain, 1)  # row made once
+    assert statements(QueueClaim("default", None, 3)) == (1 + 1, 0)  # 3 running: none taken
+    assert statements(QueueClaim("default", None, 5)) == (1 + plain, 2)
     assert statements(QueueClaim("default")) == (0 + plain, 2)  # unlimited: as before
+    store.close()
+
+
+def test_a_limiter_row_deleted_by_hand_holds_its_queue_for_one_claim_only(db: Path) -> None:
+    # The claim counts the running under the limiter's lock; a row deleted since it was
+    # created locks nothing, so that claim takes nothing of the queue (never more than the
+    # limit) and the row is created again before the next claim, which takes its room.
+    from cairnflow.store import ClaimRequest, QueueClaim
+
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(cf.Workflow("w", steps=[cf.Step("a", lambda c, d: d)]))
+    for n in range(10):
+        client.enqueue("w", n)
+    limited = (QueueClaim("default", None, 3),)
+
+    def claim() -> int:
+        now = time.time_ns()
+        request = ClaimRequest(frozenset({"w"}), 5, now, now + 10**12, "n", limited)
+        return len(store.claim(request))
+
+    assert claim() == 3
+    raw(db, "DELETE FROM cf_limits WHERE kind = 'queue'")
+    assert claim() == 0  # no row, no lock: nothing taken
+    assert raw(db, "SELECT count(*) FROM cf_limits WHERE kind = 'queue'") == [(0,)]
+    assert claim() == 0  # made again; still 3 running of 3
+    assert raw(db, "SELECT count(*) FROM cf_limits WHERE kind = 'queue'") == [(1,)]
+    raw(db, "UPDATE cf_steps SET status = 'ready' WHERE status = 'running'")
+    assert claim() == 3
     store.close()
 
 
@@ -701,8 +745,8 @@ def test_only_a_keyed_claim_sends_the_keys_statements(db: Path) -> None:
 
     sent, taken = statements(keys=True)
     assert len(taken) == 2  # one run of each key: the limit is 1
-    # candidates, lock each of the two keys, move the counts, lease by id, read the leased rows
-    assert sent == 6, sent
+    # candidates, lock both keys (one statement), move the counts, lease by id, read the rows
+    assert sent == 5, sent
     # Both keys full: the candidates' statement skips every row, and nothing is locked.
     assert statements(keys=True) == (1, [])
     plain_sent, plain_taken = statements(keys=False)  # keys ignored: the plain claim
@@ -814,3 +858,42 @@ def test_a_notifier_is_refused_for_memory_and_when_it_is_not_one(db: Path) -> No
         SQLiteStore(":memory:", notifier=_PipeNotifier())
     with pytest.raises(TypeError, match="Notifier"):
         SQLiteStore(db, notifier="redis://127.0.0.1:6379")  # type: ignore[arg-type]
+
+
+def test_a_paused_queue_s_claim_reads_none_of_its_ready_rows(db: Path) -> None:
+    # The queue's gate ("not paused, or a forced step of it is ready") is folded into the
+    # index key (Dialect.gate_in_queue_key): a paused queue's claim seeks nothing, where it
+    # walked every ready row looking for forced ones. Counted in SQLite's virtual machine
+    # instructions (a progress handler), never timed.
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(cf.Workflow("w", queue="bulk", steps=[cf.Step("a", lambda c, d: d)]))
+    for start in range(0, 5000, 1000):
+        client.enqueue_many(cf.Job("w", n) for n in range(start, start + 1000))
+    client.pause_queue("bulk")
+    sql, params = store._queries.claim_plan(
+        workflows=["w"], queue="bulk", limit=8, claimed=("s", 0, "n", 0)
+    ).select_ready
+
+    def instructions() -> tuple[int, int]:
+        counted = [0]
+
+        def tick() -> int:
+            counted[0] += 1
+            return 0
+
+        with sqlite3.connect(db) as conn:
+            conn.set_progress_handler(tick, 100)
+            rows = conn.execute(sql, params).fetchall()
+        return counted[0] * 100, len(rows)
+
+    paused, taken = instructions()
+    assert taken == 0
+    # A forced step at the back of the queue opens the gate: the claim walks to it.
+    raw(db, "UPDATE cf_steps SET forced = 1 WHERE rowid = (SELECT max(rowid) FROM cf_steps)")
+    walked, taken = instructions()
+    assert taken == 1
+    assert walked > 10 * 5000, walked  # the walk the gate spares: every ready row visited
+    assert paused < 1000, paused
+    store.close()

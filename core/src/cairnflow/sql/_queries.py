@@ -57,10 +57,17 @@ class Queries:
             "skip_locked": dialect.skip_locked,
             "lock_runs_joined": dialect.lock_runs_joined or "",
             "keep_existing": dialect.keep_existing,
+            "greatest": dialect.greatest,
+            "least": dialect.least,
         }
 
         def r(template: str) -> str:
             return s.render(template, values)
+
+        values["forced_ready"] = dialect.forced_ready
+        values["queue_gate"] = r(s.QUEUE_GATE)
+        keyed_by_gate = dialect.gate_in_queue_key
+        values["ready_queue"] = r(s.READY_QUEUE_KEYED_BY_GATE if keyed_by_gate else s.READY_QUEUE)
 
         # -- creating runs
         self.insert_run = r(s.INSERT_RUN)
@@ -106,6 +113,7 @@ class Queries:
         self._runs_named = r(s.RUNS_NAMED)
         # -- claiming
         self._ready = r(s.READY)
+        self._room_limit = r(s.ROOM_LIMIT)
         self._update_returning = r(s.UPDATE_RETURNING)
         self._update_returning_runs = r(s.UPDATE_RETURNING_RUNS)
         self._mark_claimed = r(s.MARK_CLAIMED)
@@ -216,6 +224,8 @@ class Queries:
         self.insert_key = r(s.INSERT_KEY)
         self.lock_key = r(s.LOCK_KEY)
         self.move_key = r(s.MOVE_KEY)
+        self._lock_keys = r(s.LOCK_KEYS)
+        self._move_keys = r(s.MOVE_KEYS)
         self.set_head = r(s.SET_HEAD)
         self.head_unfinished = r(s.HEAD_UNFINISHED)
         self.fifo_head = r(s.FIFO_HEAD)
@@ -240,13 +250,23 @@ class Queries:
         queue: str,
         limit: int,
         claimed: tuple[Any, ...],
+        global_limit: int | None = None,
     ) -> ClaimPlan:
         """The statements of one queue's claim; ``claimed``: the values of the claimed SET clause.
 
-        There is no time condition: a step is only 'ready' once it is due.
+        There is no time condition: a step is only 'ready' once it is due. With
+        ``global_limit`` (only where :attr:`Dialect.limit_expressions`), the claim
+        takes at most that limit minus the queue's running steps, counted by the
+        claim statement itself (its limiter row locked by an earlier statement).
         """
-        ready = self._ready.format(workflows=marks(len(workflows)))
-        ready_params = (queue, *workflows, queue, limit)
+        workflow_marks = marks(len(workflows))
+        if global_limit is None:
+            ready = self._ready.format(workflows=workflow_marks, limit="?")
+            ready_params = (*self.ready_params(queue, workflows), limit)
+        else:
+            ready = self._ready.format(workflows=workflow_marks, limit=self._room_limit)
+            room = (queue, limit, global_limit, queue)
+            ready_params = (*self.ready_params(queue, workflows), *room)
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)
@@ -275,12 +295,32 @@ class Queries:
     def ready_keyed(self, *, workflows: Sequence[str], queue: str, limit: int) -> Statement:
         """A keyed claim's candidates in one queue, without a lock clause (the dialect adds it)."""
         sql = self._ready_keyed.format(workflows=marks(len(workflows)))
-        return sql, (queue, *workflows, queue, limit)
+        return sql, (*self.ready_params(queue, workflows), limit)
+
+    def ready_params(self, queue: str, workflows: Sequence[str]) -> tuple[Any, ...]:
+        """The parameters of the claim's ready predicate (``_READY_UNPAUSED``), in order."""
+        gate = (queue, queue)  # QUEUE_GATE: the queue's pause, its forced ready steps
+        if self.dialect.gate_in_queue_key:
+            return (*gate, queue, *workflows, queue)
+        return (queue, *workflows, *gate, queue)
 
     def still_ready(self, step_ids: Sequence[str]) -> Statement:
         """Lock those of ``step_ids`` still ready, skipping locked ones (a candidate's relock)."""
         sql = self._claimed_rows.format(ids=marks(len(step_ids)))
         return f"{sql} AND status = 'ready'{self.dialect.skip_locked}", tuple(step_ids)
+
+    def lock_keys(self, names: Sequence[str]) -> Statement:
+        """Lock the rows of the keys ``names``, in name order (one statement)."""
+        return self._lock_keys.format(ids=marks(len(names))), tuple(names)
+
+    def move_keys(self, moves: Sequence[tuple[int, str]]) -> Statement:
+        """Add ``count`` to each key's count, for ``(count, name)`` pairs, in one statement."""
+        # "? + 0": a driver that sends untyped parameters (pg8000) would have Postgres read a
+        # bare THEN ? as text, and refuse "running + text"; a sum makes it a number everywhere.
+        cases = " ".join("WHEN ? THEN ? + 0" for _ in moves)
+        sql = self._move_keys.format(moves=cases, ids=marks(len(moves)))
+        params = [v for count, name in moves for v in (name, count)]
+        return sql, (*params, *(name for _, name in moves))
 
     def keyed_steps(self, step_ids: Sequence[str]) -> Statement:
         """The keys of those of ``step_ids`` that carry one."""

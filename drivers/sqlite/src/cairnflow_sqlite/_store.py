@@ -62,7 +62,7 @@ class SQLiteStore(SQLStore):
         Cap.DATABASE_CLOCK,
         Cap.STEP_HISTORY,  # recorded by its trigger (migration 014)
         Cap.RUN_TIMEOUT,  # the runs_overdue index (migration 015)
-        Cap.LIFECYCLE,  # the outbox its triggers write (migration 019)
+        Cap.LIFECYCLE,  # the outbox its triggers write (migration 020)
     }
 
     def __init__(

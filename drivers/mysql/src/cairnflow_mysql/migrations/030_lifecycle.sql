@@ -1,5 +1,5 @@
 -- cairnflow on MySQL / MariaDB: the lifecycle outbox (Cap.LIFECYCLE, docs/lifecycle.md) (one
--- statement, see 001; its subscriptions are 030, its triggers 031 and 032). One row per run or
+-- statement, see 001; its subscriptions are 031, its triggers 032 and 033). One row per run or
 -- step event, written by the triggers in the transaction of the UPDATE that makes the
 -- transition, only while a subscription wants the run's workflow. Channels: 'events' (the
 -- Client.on_event subscribers of a fleet share its rows) and 'on_failure' (one run.failed row

@@ -1,4 +1,4 @@
--- cairnflow on PostgreSQL, schema version 19: the lifecycle outbox (Cap.LIFECYCLE,
+-- cairnflow on PostgreSQL, schema version 20: the lifecycle outbox (Cap.LIFECYCLE,
 -- docs/lifecycle.md). One row per run or step event (run.started, run.succeeded, run.failed,
 -- run.cancelled, run.discarded; step.started, step.succeeded, step.failed, step.retried,
 -- step.reclaimed, step.cancelled), written by triggers on the steps' status and the runs'

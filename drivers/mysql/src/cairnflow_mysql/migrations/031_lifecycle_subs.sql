@@ -1,5 +1,5 @@
 -- cairnflow on MySQL / MariaDB: which lifecycle channels want which workflows (Cap.LIFECYCLE)
--- (one statement, see 001). workflow '' subscribes to every workflow. The triggers (031, 032)
+-- (one statement, see 001). workflow '' subscribes to every workflow. The triggers (032, 033)
 -- probe its primary key at each transition: without a subscriber they write nothing.
 CREATE TABLE IF NOT EXISTS {lifecycle_subs} (
     channel      VARCHAR(16)   NOT NULL,
