@@ -45,6 +45,8 @@ from ._errors import Unavailable
 __all__ = [
     "CLAIM_BEFORE_COMMIT",
     "ENV",
+    "LIFECYCLE_AFTER_CLAIM",
+    "LIFECYCLE_BEFORE_RENEW",
     "OUTCOME_BEFORE_COMMIT",
     "POINTS",
     "SQL_AFTER_COMMIT",
@@ -65,6 +67,8 @@ ENV = "CAIRNFLOW_FAULTS"
 CLAIM_BEFORE_COMMIT = "claim.before_commit"
 OUTCOME_BEFORE_COMMIT = "outcome.before_commit"
 SQL_AFTER_COMMIT = "sql.after_commit"
+LIFECYCLE_AFTER_CLAIM = "lifecycle.after_claim"
+LIFECYCLE_BEFORE_RENEW = "lifecycle.before_renew"
 
 POINTS: Mapping[str, str] = MappingProxyType(
     {
@@ -82,6 +86,16 @@ POINTS: Mapping[str, str] = MappingProxyType(
             "a write transaction's COMMIT succeeded and its caller is about to learn it "
             "(sql/_transactions.py: Transactions.committing); raise plays a connection lost "
             "during COMMIT: the caller sees Unavailable for work that was written"
+        ),
+        LIFECYCLE_AFTER_CLAIM: (
+            "a lifecycle dispatcher leased a batch of events and called no subscriber yet "
+            "(_engine/_lifecycle.py: LifecycleDispatcher.deliver); a kill or a stall past the "
+            "lease leaves the events to another client"
+        ),
+        LIFECYCLE_BEFORE_RENEW: (
+            "an on_failure handler runs and its dispatcher is about to renew its lease "
+            "(_engine/_lifecycle.py: LifecycleDispatcher._run_handler); a stall past the lease "
+            "lets another client take the failed run over, and fences this handler out"
         ),
     }
 )

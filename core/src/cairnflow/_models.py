@@ -12,10 +12,16 @@ from ._errors import ErrorInfo
 from .clock import from_ns
 
 __all__ = [
+    "LIFECYCLE_ALL",
+    "LIFECYCLE_EVENTS",
+    "LIFECYCLE_FAILURES",
+    "LIFECYCLE_KINDS",
     "STEP_HISTORY_KEEP",
     "ErrorInfo",
     "Job",
+    "LifecycleEvent",
     "RunError",
+    "RunFailure",
     "RunInfo",
     "RunRef",
     "Status",
@@ -196,6 +202,83 @@ class StepInfo:
     def heartbeat_at(self) -> datetime | None:
         """When the step last heartbeat (UTC)."""
         return None if self.heartbeat_at_ns is None else from_ns(self.heartbeat_at_ns)
+
+
+LIFECYCLE_EVENTS = "events"
+"""The lifecycle channel the ``Client.on_event`` subscribers of a fleet share (Cap.LIFECYCLE)."""
+LIFECYCLE_FAILURES = "on_failure"
+"""The lifecycle channel of ``on_failure`` handlers: one ``run.failed`` row per failed run."""
+LIFECYCLE_ALL = ""
+"""The workflow of a subscription to every workflow (no workflow name is empty)."""
+LIFECYCLE_KINDS = frozenset(
+    {
+        "run.started",
+        "run.succeeded",
+        "run.failed",
+        "run.cancelled",
+        "run.discarded",
+        "step.started",
+        "step.succeeded",
+        "step.failed",
+        "step.retried",
+        "step.reclaimed",
+        "step.cancelled",
+    }
+)
+"""Every kind of :class:`LifecycleEvent`."""
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleEvent:
+    """A run or step event, read from the store's lifecycle outbox (``Cap.LIFECYCLE``).
+
+    ``kind`` is one of :data:`LIFECYCLE_KINDS`: ``run.started`` (the first attempt of
+    the run's first step began), ``run.succeeded``, ``run.failed``, ``run.cancelled``,
+    ``run.discarded``; ``step.started`` (an attempt was claimed), ``step.succeeded``,
+    ``step.failed`` (out of retries), ``step.retried`` (failed, to run again),
+    ``step.reclaimed`` (its lease ran out and it went back to be claimed again),
+    ``step.cancelled``. ``step`` is None for a run's events; ``error`` is the error of a
+    failure (a step's failure, or the one that failed the run). ``id`` orders the events
+    of one store as their transactions wrote them (not strictly: see docs/lifecycle.md);
+    ``deliveries`` counts the times it was handed to a client (more than 1: a client
+    that had it died or stalled before it acknowledged it).
+    """
+
+    id: int
+    kind: str
+    run_id: str
+    workflow: str
+    step: str | None
+    attempt: int
+    node: str | None
+    at_ns: int
+    """When it was recorded (Unix nanoseconds; SQL stores: the database's clock)."""
+    error: ErrorInfo | None = None
+    deliveries: int = 1
+
+    @property
+    def at(self) -> datetime:
+        """When it was recorded (UTC)."""
+        return from_ns(self.at_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailure:
+    """What a workflow's ``on_failure`` handler is given: one failed run (``Cap.LIFECYCLE``).
+
+    ``payload`` is the run's, decoded; ``step`` and ``error`` name the step whose
+    failure failed the run and its error (None for a run failed by its deadline
+    without a step's error); ``attempt`` counts the times this failure was handed
+    to a handler (more than 1: an earlier handler raised, died or stalled).
+    """
+
+    run_id: str
+    workflow: str
+    payload: Any
+    step: str | None
+    error: ErrorInfo | None
+    attempt: int
+    event: LifecycleEvent
 
 
 STEP_HISTORY_KEEP = 100

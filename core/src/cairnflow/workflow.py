@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from ._caps import Cap
 from ._checks import check_int, check_seconds
 from ._concurrency import Concurrency
-from ._models import StepKind
+from ._models import RunFailure, StepKind
 from ._names import check_name
 from ._queues import DEFAULT_QUEUE
 from .retry import RetryPolicy
@@ -61,6 +61,8 @@ StepFn = Callable[["StepContext", Any], Any]
 """``fn(ctx, data)``, sync or ``async def``; its return value is the step's output."""
 
 F = TypeVar("F", bound=Callable[..., Any])
+FailureHandler = Callable[[RunFailure], object]
+"""A workflow's ``on_failure`` handler: called with one failed run (``Cap.LIFECYCLE``)."""
 
 
 def _check_seconds(what: str, value: float | None, *, allow_zero: bool = False) -> float | None:
@@ -256,6 +258,10 @@ class Workflow:
     from the payload at enqueue: at most ``limit`` attempts per key run at once
     across every client (``Cap.CONCURRENCY_KEY``); with ``fifo`` the runs sharing
     a key run one after the other, in enqueue order (``Cap.KEY_FIFO``).
+    ``on_failure`` (``Cap.LIFECYCLE``, or the :meth:`on_failure` decorator) is
+    called with a :class:`~cairnflow.RunFailure` once per failed run, by one client
+    of those that registered the workflow, leased and fenced like a step and
+    retried by ``on_failure_retry`` (docs/lifecycle.md).
     """
 
     def __init__(
@@ -272,8 +278,18 @@ class Workflow:
         error_history: int | None = None,
         concurrency: Concurrency | None = None,
         run_timeout: float | None = None,
+        on_failure: FailureHandler | None = None,
+        on_failure_retry: RetryPolicy | None = None,
     ) -> None:
         self.name = check_name("workflow", name)
+        self.failure_handler: FailureHandler | None = None
+        """``Cap.LIFECYCLE``: called once per failed run (see :meth:`on_failure`)."""
+        self.failure_retry = RetryPolicy()
+        """How a failing ``on_failure`` handler is retried (default: not at all)."""
+        if on_failure is not None or on_failure_retry is not None:
+            if on_failure is None:
+                raise ValueError(f"workflow {name!r}: on_failure_retry needs on_failure")
+            self.on_failure(on_failure, retry=on_failure_retry)
         self.run_timeout = _check_seconds(f"run_timeout of workflow {name!r}", run_timeout)
         """``Cap.RUN_TIMEOUT``: seconds a run may take from its ``run_at`` (None: no limit)."""
         self.max_errors = (
@@ -313,6 +329,43 @@ class Workflow:
             self._add_all(list(steps))
 
     # -- defining ---------------------------------------------------------------
+    @overload
+    def on_failure(
+        self, fn: FailureHandler, /, *, retry: RetryPolicy | None = None
+    ) -> FailureHandler: ...
+
+    @overload
+    def on_failure(
+        self, fn: None = None, /, *, retry: RetryPolicy | None = None
+    ) -> Callable[[FailureHandler], FailureHandler]: ...
+
+    def on_failure(
+        self, fn: FailureHandler | None = None, /, *, retry: RetryPolicy | None = None
+    ) -> Any:
+        """Declare the handler called once per failed run (``Cap.LIFECYCLE``), as a decorator.
+
+        ``fn(failure)`` takes a :class:`~cairnflow.RunFailure` (run id, payload,
+        the failed step and its error). One client of those that registered the
+        workflow runs it, leased and fenced like a step: a client that dies in the
+        middle leaves it to another after its lease, and one whose lease was taken
+        over cannot record it as done. ``retry`` retries a handler that raises.
+        """
+
+        def declare(handler: FailureHandler) -> FailureHandler:
+            if not callable(handler):
+                raise TypeError(
+                    f"workflow {self.name!r}: on_failure takes a callable, got {handler!r}"
+                )
+            if retry is not None and not isinstance(retry, RetryPolicy):
+                raise TypeError(
+                    f"workflow {self.name!r}: on_failure retry must be a RetryPolicy, got {retry!r}"
+                )
+            self.failure_handler = handler
+            self.failure_retry = retry or RetryPolicy()
+            return handler
+
+        return declare if fn is None else declare(fn)
+
     @overload
     def step(
         self,
@@ -693,6 +746,8 @@ class Workflow:
             needs.setdefault(Cap.RETRY_MAX_ERRORS, f"max_errors of workflow {self.name!r}")
         if self.run_timeout is not None:
             needs.setdefault(Cap.RUN_TIMEOUT, f"run_timeout of workflow {self.name!r}")
+        if self.failure_handler is not None:
+            needs.setdefault(Cap.LIFECYCLE, f"the on_failure handler of workflow {self.name!r}")
         for name, declared in self._schedules.items():
             # The most specific capability first: a store without any of them is told
             # about the one this declaration asks for beyond plain cron.

@@ -28,6 +28,8 @@ def test_the_points_are_few_named_and_say_where_they_are() -> None:
         "claim.before_commit",
         "outcome.before_commit",
         "sql.after_commit",
+        "lifecycle.after_claim",
+        "lifecycle.before_renew",
     }
     for point, where in FAULT_POINTS.items():
         assert ".py" in where, f"{point} does not say where it is"
@@ -40,6 +42,8 @@ def test_every_point_is_passed_in_the_module_it_names() -> None:
         _faults.CLAIM_BEFORE_COMMIT: "CLAIM_BEFORE_COMMIT",
         _faults.OUTCOME_BEFORE_COMMIT: "OUTCOME_BEFORE_COMMIT",
         _faults.SQL_AFTER_COMMIT: "SQL_AFTER_COMMIT",
+        _faults.LIFECYCLE_AFTER_CLAIM: "LIFECYCLE_AFTER_CLAIM",
+        _faults.LIFECYCLE_BEFORE_RENEW: "LIFECYCLE_BEFORE_RENEW",
     }
     for point, where in FAULT_POINTS.items():
         module = where.split("(", 1)[1].split(":", 1)[0]

@@ -59,6 +59,10 @@ MIGRATIONS = [
     "029_forced_ready",
     "030_step_history_branches_drop",
     "031_step_history_branches",
+    "032_lifecycle",
+    "033_lifecycle_subs",
+    "034_lifecycle_step_trigger",
+    "035_lifecycle_run_trigger",
 ]
 
 

@@ -216,6 +216,25 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                 f"SELECT run_id, position, {STEP_COLUMNS} FROM {t.steps} "
                 f"WHERE run_id IN (SELECT id FROM {t.runs_archive})"
             )
+            # Lifecycle events (schema 21): 50,000 undelivered events of two channels, most of
+            # them leased, and 1,000 subscriptions the triggers probe by the primary key.
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.lifecycle} (channel, run_id, workflow, step, attempt, kind, at,
+                    token, lease_until)
+                SELECT CASE WHEN g %% 10 = 0 THEN 'on_failure' ELSE 'events' END, 'run_' || g,
+                    'w' || (g %% 5), 'a', 1, 'step.started', %(now)s,
+                    CASE WHEN g %% 3 = 0 THEN NULL ELSE 'secret' END,
+                    CASE WHEN g %% 3 = 0 THEN NULL ELSE %(now)s + 1 END
+                FROM generate_series(1, 50000) AS g""",
+                {"now": NOW},
+            )
+            admin_conn.execute(
+                f"""
+                INSERT INTO {t.lifecycle_subs} (channel, workflow, since)
+                SELECT 'events', 'sub_' || g, %(now)s FROM generate_series(1, 1000) AS g""",
+                {"now": NOW},
+            )
         tables = (
             t.runs,
             t.steps,
@@ -232,6 +251,8 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
             t.servers,
             t.runs_archive,
             t.steps_archive,
+            t.lifecycle,
+            t.lifecycle_subs,
         )
         for table in tables:
             admin_conn.execute(f"ANALYZE {table}")
@@ -247,6 +268,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
     t = store._timing.queries
     r = store._retention
     paths = store._outcomes._paths
+    life = store._lifecycle
     hot_run, hot_step = f"run_{FINISHED + 5}", f"step_{FINISHED + 5}_0"
     workflows = ["w0", "w1", "w2", "w3", "w4"]
     claim = q.claim_plan(
@@ -429,6 +451,22 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "hold_compensations": _listed(paths._hold_sql, [hot_step]),
         "keep_run_error": (paths._keep_error_sql, ("{}", hot_run)),
         "run_error": (paths._error_sql, (hot_run,)),
+        # Lifecycle events (schema 21): the triggers' probe of the subscriptions; a claim of a
+        # channel's oldest free rows along the channel index; the rest by the rows' ids.
+        "lifecycle: probe": (
+            f"SELECT 1 FROM {store.tables.lifecycle_subs} "
+            "WHERE channel = 'events' AND workflow IN (?, '')",
+            ("w1",),
+        ),
+        "lifecycle: free": (
+            life._free.format(workflows=" AND workflow IN (?, ?)"),
+            ("events", NOW, "w1", "w2", 100),
+        ),
+        "lifecycle: lease": _listed(life._lease, ["10", "20"], "t", NOW),
+        "lifecycle: read": _listed(life._read, ["10", "20"]),
+        "lifecycle: renew": _listed(life._renew, ["10", "20"], NOW, "t"),
+        "lifecycle: release": (life._release, (NOW, 10, "t")),
+        "lifecycle: ack": _listed(life._ack, ["10", "20"], "t"),
     }
     return statements
 
@@ -557,6 +595,15 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("archived_first", "archived_after"):
         assert f"{prefix}runs_archive_finished" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_archive_pkey" in indexes["archived_steps"], indexes["archived_steps"]
+    # Lifecycle events: the triggers' probe by the subscriptions' primary key, a claim along
+    # its channel's range of the channel index or along the ids (the planner's choice when
+    # its statistics say most rows are of that channel), stopped at its limit either way;
+    # every write by the rows' primary key.
+    assert f"{prefix}lifecycle_subs_pkey" in indexes["lifecycle: probe"]
+    walked = {f"{prefix}lifecycle_channel", f"{prefix}lifecycle_pkey"}
+    assert indexes["lifecycle: free"] & walked, indexes["lifecycle: free"]
+    for name in ("lease", "read", "renew", "release", "ack"):
+        assert f"{prefix}lifecycle_pkey" in indexes[f"lifecycle: {name}"], (name, indexes)
     # No claim reads the cold tables.
     cold = {f"{prefix}runs_archive_pkey", f"{prefix}runs_archive_finished"}
     for name in ("claim", "claim, one workflow", "claim, keyed", "claim, globally limited"):

@@ -47,6 +47,7 @@ MIGRATIONS = [
     "018_runs_overdue",
     "019_forced_ready",
     "020_step_history_branches",
+    "021_lifecycle",
 ]
 
 

@@ -53,6 +53,7 @@ MIGRATIONS = [
     "018_headers",
     "019_forced_ready",
     "020_step_history_branches",
+    "021_lifecycle",
 ]
 
 
@@ -420,6 +421,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     t = store._timing.queries
     r = store._retention
     paths = store._outcomes._paths
+    life = store._lifecycle
     plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
     limited = q.claim_plan(
         workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0), global_limit=5
@@ -601,6 +603,25 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             _listed(r._steps, ["r1", "r2"]),
             "sqlite_autoindex_cf_steps_archive_1",
         ),
+        # Lifecycle events (schema 21): the triggers probe the subscriptions by their primary
+        # key at each transition; a claim reads its channel's oldest free rows by the channel
+        # index; leasing, renewing, releasing and deleting go by the rows' ids.
+        "lifecycle: probe": (
+            (
+                "SELECT 1 FROM cf_lifecycle_subs WHERE channel = 'events' AND workflow IN (?, '')",
+                ("w",),
+            ),
+            "sqlite_autoindex_cf_lifecycle_subs_1",
+        ),
+        "lifecycle: free": (
+            (life._free.format(workflows=" AND workflow IN (?, ?)"), ("events", 0, "w", "v", 9)),
+            "cf_lifecycle_channel",
+        ),
+        "lifecycle: lease": (_listed(life._lease, ["1", "2"], "t", 1), "INTEGER PRIMARY KEY"),
+        "lifecycle: read": (_listed(life._read, ["1", "2"]), "INTEGER PRIMARY KEY"),
+        "lifecycle: renew": (_listed(life._renew, ["1", "2"], 1, "t"), "INTEGER PRIMARY KEY"),
+        "lifecycle: release": ((life._release, (1, 1, "t")), "INTEGER PRIMARY KEY"),
+        "lifecycle: ack": (_listed(life._ack, ["1", "2"], "t"), "INTEGER PRIMARY KEY"),
     }
     with sqlite3.connect(db) as conn:
         for name, ((sql, params), index) in statements.items():

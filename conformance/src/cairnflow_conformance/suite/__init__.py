@@ -39,6 +39,7 @@ from .fleet import FleetTests
 from .history import StepHistoryTests
 from .keys import ConcurrencyKeyTests, FifoKeyTests
 from .leases import HeartbeatTests, LeaseTests, ProgressTests
+from .lifecycle import LifecycleTests
 from .pauses import PauseTests
 from .policy import (
     BudgetProcessTests,
@@ -83,6 +84,7 @@ class ConformanceSuite(
     BudgetProcessTests,
     ErrorHistoryTests,
     StepHistoryTests,
+    LifecycleTests,
     RunTimeoutTests,
     StepTimeoutTests,
     SnoozeTests,

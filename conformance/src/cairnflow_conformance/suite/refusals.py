@@ -106,6 +106,11 @@ def _history(wf: cf.Workflow) -> object:
     return wf.step(lambda c, d: d, name="h")
 
 
+def _on_failure(wf: cf.Workflow) -> object:
+    wf.on_failure(print)
+    return wf.step(lambda c, d: d, name="f")
+
+
 def _run_timeout(wf: cf.Workflow) -> object:
     wf.run_timeout = 5.0  # as Workflow(..., run_timeout=5) sets it
     return wf.step(lambda c, d: d, name="t")
@@ -285,6 +290,8 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(Cap.ERROR_HISTORY, "workflow-error-history", _needs(Cap.ERROR_HISTORY, _history)),
     Refusal(Cap.RUN_TIMEOUT, "run-timeout", _needs(Cap.RUN_TIMEOUT, _run_timeout)),
     Refusal(Cap.STEP_HISTORY, "step-history", lambda k: _idle(k).step_history("run_kitnosuchrun")),
+    Refusal(Cap.LIFECYCLE, "on-event", lambda k: _idle(k).on_event(print)),
+    Refusal(Cap.LIFECYCLE, "on-failure", _needs(Cap.LIFECYCLE, _on_failure)),
 )
 """Every client API whose capability a store may leave out."""
 

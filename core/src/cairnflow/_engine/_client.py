@@ -44,6 +44,8 @@ from ._commit import GroupCommit
 from ._dispatcher import Dispatcher, WorkerPool
 from ._keeper import LeaseKeeper
 from ._leader import Elector, StoreElector
+from ._lifecycle import LifecycleDispatcher, Subscriber
+from ._lifecycle_api import LifecycleMethods
 from ._lock_api import LockMethods
 from ._pruner import Pruner
 from ._queue_api import QueueMethods
@@ -74,6 +76,7 @@ class Client(
     AdminMethods,
     StatsMethods,
     RetentionMethods,
+    LifecycleMethods,
 ):
     """Defines, enqueues, runs and watches workflow runs on one store.
 
@@ -264,6 +267,9 @@ class Client(
         self._dispatcher: Dispatcher | None = None
         self._keeper: LeaseKeeper | None = None
         self._pruner: Pruner | None = None
+        self._subscribers: list[Subscriber] = []
+        self._events: LifecycleDispatcher | None = None
+        """Delivers lifecycle events and runs on_failure handlers (``Cap.LIFECYCLE``)."""
         self._cleanups: list[Callable[[], None]] = []
         self._watch: StopWatch | None = None
         self._idle: tuple[float, float] | None = None
@@ -385,6 +391,12 @@ class Client(
                 raise ValueError(f"another workflow named {workflow.name!r} is already registered")
             if self.running:
                 self._check_workflow(workflow)
+                if workflow.failure_handler is not None:
+                    self._state.register(workflow)
+                    if self._events is not None:
+                        self._events.subscribe()
+                    else:
+                        self._start_events()
                 if self._scheduler is not None and self._state.settings.fires_schedules:
                     now = self._state.now()
                     for schedule in workflow.schedules.values():
@@ -447,6 +459,7 @@ class Client(
             if state.settings.prune_after is not None and retention is not None:
                 self._pruner = Pruner(state, retention, state.locks("Client(prune_after=...)"))
                 self._pruner.start()
+            self._start_events()
             if state.notifier is not None:
                 self._cleanups.append(state.notifier.listen(state.channel, state.wake))
             if isinstance(state.clock, Subscribable):
@@ -574,6 +587,8 @@ class Client(
         self._dispatcher.join(timeout)
         if self._pruner is not None:
             self._pruner.stop(timeout)
+        if self._events is not None:
+            self._events.stop(timeout)
         handed: list[HandedBack] = []
         if grace > 0:
             # A drain starts nothing new: attempts claimed ahead that no worker began go

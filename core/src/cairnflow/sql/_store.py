@@ -35,6 +35,8 @@ hands the call to its part:
 * :mod:`._retention`: the ``Retention`` facet (``prune_runs``, ``archived_runs``).
 * :mod:`._step_history`: the ``StepHistory`` facet (``step_history``; rows written by the
   drivers' triggers, so declared by a driver, not here).
+* :mod:`._lifecycle`: the ``Lifecycle`` facet (``claim_lifecycle``, ``ack_lifecycle``...; the
+  outbox's rows written by the drivers' triggers, so declared by a driver, not here).
 
 The statements are in :mod:`._statements`, the rows they read in :mod:`._rows`.
 """
@@ -46,7 +48,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
-from .._models import ErrorInfo, RunError, StepEvent
+from .._models import ErrorInfo, LifecycleEvent, RunError, StepEvent
 from .._rates import Rate, RateTake
 from .._version import SPI_VERSION
 from ..notify import ClosableNotifier, Notifier, reaches_other_processes
@@ -89,6 +91,7 @@ from ._history import ErrorLog
 from ._journal import Journal
 from ._leadership import Leadership
 from ._leases import Leases
+from ._lifecycle import LifecycleOutbox
 from ._locks import Locks
 from ._migrations import Migration
 from ._outcomes import Outcomes
@@ -248,6 +251,7 @@ class SQLStore:
         self._leases = Leases(context)
         self._errors = ErrorLog(context)
         self._step_log = StepLog(context)
+        self._lifecycle = LifecycleOutbox(context)
         self._outcomes = Outcomes(
             context, claims=self._claims, leases=self._leases, errors=self._errors
         )
@@ -629,3 +633,39 @@ class SQLStore:
         migrations have none does not declare the capability.
         """
         return self._step_log.step_history(run_id)
+
+    # -- lifecycle events (Cap.LIFECYCLE; rows written by the driver's triggers) ----------------
+    def subscribe_lifecycle(self, channel: str, workflow: str, now: int) -> None:
+        """Record a subscription of ``channel`` to ``workflow`` (see :mod:`._lifecycle`)."""
+        self._lifecycle.subscribe_lifecycle(channel, workflow, now)
+
+    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
+        """Drop a subscription and its undelivered rows; how many rows went."""
+        return self._lifecycle.unsubscribe_lifecycle(channel, workflow)
+
+    def claim_lifecycle(
+        self,
+        channel: str,
+        workflows: Collection[str] | None,
+        *,
+        token: str,
+        lease_until: int,
+        now: int,
+        limit: int,
+    ) -> list[LifecycleEvent]:
+        """Lease up to ``limit`` free event rows of ``channel``, oldest first."""
+        return self._lifecycle.claim_lifecycle(
+            channel, workflows, token=token, lease_until=lease_until, now=now, limit=limit
+        )
+
+    def renew_lifecycle(self, ids: Collection[int], token: str, lease_until: int) -> list[int]:
+        """Extend the leases ``token`` still holds among ``ids``; return their ids."""
+        return self._lifecycle.renew_lifecycle(ids, token, lease_until)
+
+    def release_lifecycle(self, event_id: int, token: str, due_at: int) -> bool:
+        """Hand a held row back, claimable again from ``due_at``."""
+        return self._lifecycle.release_lifecycle(event_id, token, due_at)
+
+    def ack_lifecycle(self, ids: Collection[int], token: str) -> int:
+        """Delete the rows among ``ids`` that ``token`` still holds; how many went."""
+        return self._lifecycle.ack_lifecycle(ids, token)

@@ -33,6 +33,8 @@ TABLES = (
     "runs_archive",
     "steps_archive",
     "step_history",
+    "lifecycle",
+    "lifecycle_subs",
     "migrations",
 )
 """Every table of the schema, without prefix."""
@@ -65,6 +67,10 @@ class Tables:
     """The steps of archived runs, outputs included (``Cap.ARCHIVE``)."""
     step_history: str
     """One row per transition of a step, written by the database (``Cap.STEP_HISTORY``)."""
+    lifecycle: str
+    """The outbox of run and step events, written by the database (``Cap.LIFECYCLE``)."""
+    lifecycle_subs: str
+    """Which channels want the events of which workflows (``Cap.LIFECYCLE``)."""
     migrations: str
     qualifier: str
     """The quoted schema and a dot, or nothing: what precedes a table name."""
@@ -99,6 +105,8 @@ class Tables:
             runs_archive=name("runs_archive"),
             steps_archive=name("steps_archive"),
             step_history=name("step_history"),
+            lifecycle=name("lifecycle"),
+            lifecycle_subs=name("lifecycle_subs"),
             migrations=name("migrations"),
             qualifier=qualifier,
         )
@@ -109,7 +117,8 @@ class Tables:
         ``{runs}``, ``{steps}``, ``{signals}``, ``{schedules}``, ``{ticks}``,
         ``{leaders}``, ``{pauses}``, ``{limits}``, ``{journal}``, ``{locks}``, ``{errors}``,
         ``{run_labels}``, ``{servers}``, ``{runs_archive}``, ``{steps_archive}``,
-        ``{step_history}``, ``{migrations}``: qualified, quoted table names;
+        ``{step_history}``, ``{lifecycle}``, ``{lifecycle_subs}``, ``{migrations}``:
+        qualified, quoted table names;
         ``{p}``: the raw (validated) prefix, for index names; ``{schema}``: the quoted
         schema and a dot, or nothing.
         """
@@ -130,6 +139,8 @@ class Tables:
             "runs_archive": self.runs_archive,
             "steps_archive": self.steps_archive,
             "step_history": self.step_history,
+            "lifecycle": self.lifecycle,
+            "lifecycle_subs": self.lifecycle_subs,
             "migrations": self.migrations,
             "p": self.prefix,
             "schema": self.qualifier,

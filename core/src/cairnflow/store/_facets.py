@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
 from .._errors import CairnError, ErrorInfo
-from .._models import RunError, StepEvent
+from .._models import LifecycleEvent, RunError, StepEvent
 from .._rates import Rate, RateTake
 from ._protocol import Store
 from ._records import (
@@ -55,6 +55,7 @@ __all__ = [
     "Journaling",
     "KernelOutcomes",
     "Leadership",
+    "Lifecycle",
     "Locking",
     "QueueControl",
     "RateLimiting",
@@ -485,6 +486,59 @@ class StepHistory(Protocol):
 
 
 @runtime_checkable
+class Lifecycle(Protocol):
+    """``Cap.LIFECYCLE``: an outbox of run and step events, delivered by lease (docs/lifecycle.md).
+
+    Requirement: while a subscription of ``channel`` ``"events"`` covers a run's
+    workflow (its name, or ``""`` for every workflow), every transition that is a
+    lifecycle event (see :class:`~cairnflow.LifecycleEvent`) writes one event row in
+    the transaction that makes it, so a fenced write that changes nothing writes
+    nothing; while a subscription of ``"on_failure"`` names the workflow, a run that
+    ends ``failed`` writes one ``run.failed`` row of that channel. ``claim_lifecycle``
+    leases up to ``limit`` rows of ``channel`` (of ``workflows``, or every workflow for
+    None) that no lease holds now, oldest first, to ``token`` until ``lease_until``,
+    counting a delivery; two claims never hold one row at once. ``renew_lifecycle``,
+    ``release_lifecycle`` and ``ack_lifecycle`` change only rows ``token`` still holds
+    (fenced): the first extends them and returns the ids still held, the second hands
+    one back to be claimed again from ``due_at`` (lease clock), the third deletes them
+    and returns how many went.
+    """
+
+    def subscribe_lifecycle(self, channel: str, workflow: str, now: int) -> None:
+        """Record a subscription of ``channel`` to ``workflow`` (idempotent)."""
+        ...
+
+    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
+        """Drop a subscription and its undelivered rows; how many rows went."""
+        ...
+
+    def claim_lifecycle(
+        self,
+        channel: str,
+        workflows: Collection[str] | None,
+        *,
+        token: str,
+        lease_until: int,
+        now: int,
+        limit: int,
+    ) -> list[LifecycleEvent]:
+        """Lease up to ``limit`` rows of ``channel`` free at ``now`` (lease clock), oldest first."""
+        ...
+
+    def renew_lifecycle(self, ids: Collection[int], token: str, lease_until: int) -> list[int]:
+        """Extend the leases ``token`` still holds among ``ids``; return their ids."""
+        ...
+
+    def release_lifecycle(self, event_id: int, token: str, due_at: int) -> bool:
+        """Hand a held row back, claimable again from ``due_at``; False when not held."""
+        ...
+
+    def ack_lifecycle(self, ids: Collection[int], token: str) -> int:
+        """Delete the rows among ``ids`` that ``token`` still holds; how many went."""
+        ...
+
+
+@runtime_checkable
 class RunDeadlines(Protocol):
     """``Cap.RUN_TIMEOUT``: runs past their deadline fail, judged once across clients.
 
@@ -750,6 +804,19 @@ FACETS: tuple[Facet, ...] = (
     Facet("error history", ErrorHistory, ("run_errors",), frozenset({Cap.ERROR_HISTORY})),
     Facet("rate limits", RateLimiting, ("take_tokens",), frozenset({Cap.RATE_LIMIT})),
     Facet("step history", StepHistory, ("step_history",), frozenset({Cap.STEP_HISTORY})),
+    Facet(
+        "lifecycle",
+        Lifecycle,
+        (
+            "subscribe_lifecycle",
+            "unsubscribe_lifecycle",
+            "claim_lifecycle",
+            "renew_lifecycle",
+            "release_lifecycle",
+            "ack_lifecycle",
+        ),
+        frozenset({Cap.LIFECYCLE}),
+    ),
     Facet("run deadlines", RunDeadlines, ("time_out_runs",), frozenset({Cap.RUN_TIMEOUT})),
     Facet("run stats", RunStats, ("run_statistics",), frozenset({Cap.STATS})),
     Facet(
@@ -866,6 +933,7 @@ class StoreFacets:
     """The ``RunAdmin`` facet, when the store declares any capability it carries."""
     errors: ErrorHistory | None = None
     history: StepHistory | None = None
+    lifecycle: Lifecycle | None = None
     deadlines: RunDeadlines | None = None
     stats: RunStats | None = None
     servers: Servers | None = None
@@ -913,6 +981,7 @@ class StoreFacets:
             history=(
                 store if Cap.STEP_HISTORY in caps and isinstance(store, StepHistory) else None
             ),
+            lifecycle=store if Cap.LIFECYCLE in caps and isinstance(store, Lifecycle) else None,
             deadlines=(
                 store if Cap.RUN_TIMEOUT in caps and isinstance(store, RunDeadlines) else None
             ),

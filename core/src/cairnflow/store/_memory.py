@@ -34,6 +34,7 @@ from ._facets import (
     ErrorHistory,
     Journaling,
     Leadership,
+    Lifecycle,
     Locking,
     QueueControl,
     RateLimiting,
@@ -52,6 +53,7 @@ from ._memory_admin import MemoryAdmin
 from ._memory_branches import MemoryBranches
 from ._memory_errors import MemoryErrors
 from ._memory_history import MemoryStepHistory
+from ._memory_lifecycle import MemoryLifecycle
 from ._memory_pauses import MemoryPauses
 from ._memory_retention import MemoryRetention
 from ._memory_schedules import MemorySchedules
@@ -149,6 +151,7 @@ class MemoryStore(
     MemoryBranches,
     MemoryErrors,
     MemoryStepHistory,
+    MemoryLifecycle,
     MemoryState,
     MemorySchedules,
     MemoryServers,
@@ -173,6 +176,7 @@ class MemoryStore(
             RunAdmin,
             ErrorHistory,
             StepHistory,
+            Lifecycle,
             RunDeadlines,
             RunStats,
             Servers,
@@ -678,7 +682,19 @@ class MemoryStore(
     # -- transitions shared by the operations above -------------------------------------
     def _transition(self, step: _Step, event: str, now: int) -> None:
         """Record a transition of ``step`` in its run's step history (``Cap.STEP_HISTORY``)."""
-        self._record_step(step.run.id, step.name, step.attempt, step.node, event, now)
+        run = step.run
+        self._record_step(run.id, step.name, step.attempt, step.node, event, now)
+        self._step_event(
+            run_id=run.id,
+            workflow=run.workflow,
+            step=step.name,
+            first=next(iter(run.steps)) == step.name,
+            attempt=step.attempt,
+            node=step.node,
+            transition=event,
+            error=step.error,
+            now=now,
+        )
 
     def _release(self, step: _Step) -> None:
         """Take ``step`` out of the running set (its token stops holding it)."""
@@ -733,6 +749,7 @@ class MemoryStore(
 
     def _end_run(self, run: _Run, state: str, now: int, error: ErrorInfo | None) -> None:
         run.state = state
+        self._run_event(run.id, run.workflow, state, error, now)  # Cap.LIFECYCLE
         run.finished_at = now
         run.error = error
         run.signals.clear()

@@ -38,6 +38,7 @@ MYSQL_CAPABILITIES = SQL_CAPABILITIES | {
     Cap.DATABASE_CLOCK,
     Cap.STEP_HISTORY,  # recorded by its trigger (migration 021)
     Cap.RUN_TIMEOUT,  # the runs_overdue index (migration 022)
+    Cap.LIFECYCLE,  # the outbox its triggers write (migrations 030-033)
 }
 """The SQL layer's capabilities, plus enqueueing on the application's own connection and
 the server's clock (read in UTC, whatever the session's time zone)."""

@@ -42,10 +42,11 @@ POSTGRES_CAPABILITIES = SQL_CAPABILITIES | {
     Cap.DATABASE_CLOCK,
     Cap.STEP_HISTORY,
     Cap.RUN_TIMEOUT,
+    Cap.LIFECYCLE,
 }
 """Every capability of the SQL layer, plus LISTEN/NOTIFY wake-ups, enqueueing inside the
 application's transaction, the server's clock, the step history its trigger records, and run
-deadlines (read through its runs_overdue index)."""
+deadlines (read through its runs_overdue index), and the lifecycle outbox its triggers write."""
 
 SCHEMES = ("postgresql", "postgres")
 

@@ -45,3 +45,8 @@ def drop_namespace(conn: psycopg.Connection[Any], prefix: str, schema: str | Non
         return
     for table in TABLES:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(prefix + table)))
+    # The trigger functions of the migrations (their triggers went with their tables).
+    for function in ("record_step", "lifecycle_step", "lifecycle_run"):
+        conn.execute(
+            sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(prefix + function))
+        )

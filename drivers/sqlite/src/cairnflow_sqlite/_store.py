@@ -62,6 +62,7 @@ class SQLiteStore(SQLStore):
         Cap.DATABASE_CLOCK,
         Cap.STEP_HISTORY,  # recorded by its trigger (migration 014)
         Cap.RUN_TIMEOUT,  # the runs_overdue index (migration 015)
+        Cap.LIFECYCLE,  # the outbox its triggers write (migration 020)
     }
 
     def __init__(
@@ -137,7 +138,9 @@ class SQLiteStore(SQLStore):
         )
         if in_memory:
             # One connection, private to this object: nobody else can share a transaction.
-            self.capabilities = (SQL_CAPABILITIES | {Cap.STEP_HISTORY, Cap.RUN_TIMEOUT}) - {
+            self.capabilities = (
+                SQL_CAPABILITIES | {Cap.STEP_HISTORY, Cap.RUN_TIMEOUT, Cap.LIFECYCLE}
+            ) - {
                 Cap.DURABLE,
                 Cap.MULTI_PROCESS,
             }

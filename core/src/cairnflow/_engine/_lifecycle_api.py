@@ -1,0 +1,93 @@
+"""The lifecycle API of :class:`~cairnflow.Client`: ``on_event`` (``Cap.LIFECYCLE``).
+
+A mixin of its own, as the schedule and queue methods are. The events come from
+the store's outbox through the client's :class:`~._lifecycle.LifecycleDispatcher`
+(docs/lifecycle.md), started with the client when it has subscribers or a
+registered workflow with an ``on_failure`` handler.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .._caps import Cap
+from .._models import LIFECYCLE_KINDS, LifecycleEvent
+from .._names import check_name
+from ._lifecycle import LifecycleDispatcher, Subscriber
+from ._state import EngineState
+
+__all__ = ["LifecycleMethods"]
+
+
+class LifecycleMethods:
+    """``on_event``, and starting the lifecycle dispatcher."""
+
+    _state: EngineState
+    _lifecycle: threading.Lock
+    _started: bool
+    _stopped: bool
+    _subscribers: list[Subscriber]
+    _events: LifecycleDispatcher | None
+
+    def on_event(
+        self,
+        callback: Callable[[LifecycleEvent], object],
+        *,
+        kinds: Iterable[str] | None = None,
+        workflows: Iterable[str] | None = None,
+    ) -> None:
+        """Call ``callback(event)`` for run and step events of the fleet (``Cap.LIFECYCLE``).
+
+        Events (:class:`~cairnflow.LifecycleEvent`) are read from the store, so
+        they come from every client's transitions, not only this one's; the
+        subscribing clients of a fleet share them, so each event is delivered
+        by one of them (again by another only when the first died or stalled
+        past its lease before it acknowledged it: at-least-once). ``kinds``
+        (see :data:`~cairnflow._models.LIFECYCLE_KINDS`) and ``workflows``
+        narrow what this callback is given (None: all). The store records what
+        is wanted from the client's :meth:`start` on (docs/lifecycle.md).
+        """
+        if not callable(callback):
+            raise TypeError(f"on_event takes a callable (event), got {callback!r}")
+        chosen_kinds = None if kinds is None else frozenset(kinds)
+        if chosen_kinds is not None:
+            unknown = sorted(chosen_kinds - LIFECYCLE_KINDS)
+            if unknown or not chosen_kinds:
+                raise ValueError(
+                    f"on_event kinds must be some of {', '.join(sorted(LIFECYCLE_KINDS))}; "
+                    f"got {unknown or 'none'}"
+                )
+        chosen_workflows = None
+        if workflows is not None:
+            if isinstance(workflows, str):
+                workflows = [workflows]
+            chosen_workflows = frozenset(check_name("workflow", w) for w in workflows)
+            if not chosen_workflows:
+                raise ValueError("on_event workflows= names at least one workflow (None: all)")
+        self._state.require(Cap.LIFECYCLE, "on_event()")
+        subscriber = Subscriber(callback, chosen_kinds, chosen_workflows)
+        with self._lifecycle:
+            self._subscribers.append(subscriber)
+            if self._events is not None:
+                self._events.add(subscriber)
+            elif self._started and not self._stopped:
+                self._start_events()
+
+    def _start_events(self) -> None:
+        """Start delivering lifecycle events and running on_failure handlers, when wanted."""
+        state = self._state
+        outbox = state.facets.lifecycle
+        wanted = self._subscribers or any(
+            w.failure_handler is not None for w in state.registry.values()
+        )
+        if outbox is None or not wanted:
+            return
+        self._events = LifecycleDispatcher(state, outbox, self._subscribers, self._payload_of)
+        self._events.start()
+
+    def _payload_of(self, run_id: str) -> Any:
+        """The decoded payload of a run (None once the run was deleted)."""
+        stored = self._state.store.get_run(run_id)
+        return None if stored is None else self._state.codec.decode(stored.payload)
