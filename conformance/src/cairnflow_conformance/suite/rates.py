@@ -134,16 +134,18 @@ class RateLimitTests:
     def test_worker_processes_claim_a_rate_limited_queue_at_its_rate(
         self, cairnflow_kit: Kit
     ) -> None:
-        # Three processes of four workers could start twelve at once; the queue's bucket,
-        # one row every process's claim locks and charges, lets them start 5 a second.
+        # Three processes of one worker each: a step holds its worker 0.3 s, so one process
+        # starts at most ~3 a second and the three ~10, which buckets of their own would let
+        # them (every process then claims: none keeps up alone). The queue's one bucket, a
+        # row every process's claim locks and charges, lets them start 5 a second in all.
         kit = cairnflow_kit
         rate = cf.Rate(5, per=1.0)
         queue = [cf.QueueConfig(workflows.LIMITED_QUEUE, rate=rate)]
         processes = [
-            kit.processes.spawn(f"kit-rated-{n}", workers=4, queues=queue) for n in range(3)
+            kit.processes.spawn(f"kit-rated-{n}", workers=1, queues=queue) for n in range(3)
         ]
         enqueuer = kit.client(workflows.limited(), start=False)
-        body = {"traces": str(kit.traces.directory), "work": 0.05}
+        body = {"traces": str(kit.traces.directory), "work": 0.3}
         refs = [enqueuer.enqueue(workflows.LIMITED, body) for _ in range(12)]
         for ref in refs:
             info = enqueuer.wait(ref, timeout=TIMEOUT * 3)
