@@ -55,6 +55,8 @@ MIGRATIONS = [
     "026_runs_overdue",
     "027_headers",
     "028_archive_headers",
+    "029_tenant",
+    "030_archive_tenant",
 ]
 
 

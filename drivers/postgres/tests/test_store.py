@@ -43,8 +43,9 @@ MIGRATIONS = [
     "014_archive",
     "015_headers",
     "016_step_history",
-    "017_step_history_trigger",
-    "018_runs_overdue",
+    "017_tenant",
+    "018_step_history_trigger",
+    "019_runs_overdue",
 ]
 
 

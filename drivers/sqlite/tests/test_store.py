@@ -51,6 +51,7 @@ MIGRATIONS = [
     "016_step_history",
     "017_runs_overdue",
     "018_headers",
+    "019_tenant",
 ]
 
 

@@ -226,6 +226,7 @@ class Claims(Part):
                     inputs={p: outputs.get((step.run_id, p), b"") for p in step.parents},
                     labels=labels,
                     headers=headers,
+                    tenant=run.tenant,
                 )
             )
         return claimed

@@ -668,6 +668,10 @@ KERNEL = Facet(
             # Promises of create_runs, claim and get_run: NewRun.headers kept with the run,
             # handed back in ClaimedAttempt.headers and StoredRun.headers.
             Cap.HEADERS,
+            # Promises of create_runs, claim, get_run and list_runs: NewRun.tenant kept with
+            # the run, handed back in ClaimedAttempt, StoredRun and RunSummary, and
+            # RunQuery.tenant filtered on.
+            Cap.TENANT,
         }
     ),
 )

@@ -141,6 +141,7 @@ class _Run:
     steps_left: int = 0
     steps: dict[str, _Step] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)  # Cap.HEADERS
+    tenant: str | None = None  # Cap.TENANT
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
@@ -275,6 +276,7 @@ class MemoryStore(
             closure=new.closure,
             fifo_key=new.fifo_key,
             headers=dict(new.headers),
+            tenant=new.tenant,
             steps_left=len(new.steps),
         )
         if run.fifo_key is not None:
@@ -396,6 +398,7 @@ class MemoryStore(
                     labels=dict(run.labels),
                     closure=run.closure,
                     headers=dict(run.headers),
+                    tenant=run.tenant,
                 )
             )
         return claimed
@@ -759,6 +762,7 @@ class MemoryStore(
                     state=run.state,
                     run_at=run.run_at,
                     labels=run.labels,
+                    tenant=run.tenant,
                     created_at=run.created_at,
                     finished_at=run.finished_at,
                     step_counts=counts,
@@ -784,6 +788,7 @@ class MemoryStore(
                     finished_at=r.finished_at,
                     error=r.error,
                     step_counts=counts,
+                    tenant=r.tenant,
                 )
                 for r, counts in page
             )
@@ -804,6 +809,7 @@ class MemoryStore(
             finished_at=run.finished_at,
             error=run.error,
             headers=dict(run.headers),
+            tenant=run.tenant,
             steps=tuple(
                 StoredStep(
                     name=s.name,

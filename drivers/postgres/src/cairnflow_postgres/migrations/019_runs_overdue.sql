@@ -1,4 +1,4 @@
--- cairnflow on PostgreSQL, schema version 18: run deadlines (Cap.RUN_TIMEOUT). Each client's
+-- cairnflow on PostgreSQL, schema version 19: run deadlines (Cap.RUN_TIMEOUT). Each client's
 -- housekeeping asks for the unfinished runs of a workflow due (run_at) before its deadline
 -- span: this partial index holds the unfinished runs only, by workflow then run_at, so that
 -- read never passes a finished run however many the table keeps.

@@ -1,4 +1,4 @@
--- cairnflow on PostgreSQL, schema version 17: the trigger that records the step history
+-- cairnflow on PostgreSQL, schema version 18: the trigger that records the step history
 -- (Cap.STEP_HISTORY, see 013), kept out of the reference schema (it is this engine's spelling).
 -- It runs inside the UPDATE that changes a step's status, so in its transaction; the WHEN
 -- clause keeps the function from being called for any other UPDATE of a step (lease renewals,
