@@ -58,6 +58,7 @@ from .schedules import ScheduleTests
 from .servers import ServerTests
 from .state import JournalTests, LockTests
 from .statistics import StatsTests
+from .tenants import TenantTests
 from .timing import DueQueryTests, ForceRunTests, RescheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
@@ -121,6 +122,7 @@ class ConformanceSuite(
     CancelAllTests,
     CancelStepTests,
     StatsTests,
+    TenantTests,
     ServerTests,
     RetentionTests,
     ArchiveTests,
