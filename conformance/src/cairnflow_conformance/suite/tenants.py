@@ -77,6 +77,21 @@ class TenantTests:
         refs = client.enqueue_many(jobs)
         assert [client.info(ref).tenant for ref in refs] == ["a", "b", None]
 
+    @proves(Cap.TENANT, requires=[Cap.TRANSACTIONAL_ENQUEUE])
+    def test_a_run_enqueued_in_the_applications_transaction_keeps_its_tenant(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        wf, seen = _seen()
+        worker = cairnflow_kit.client(wf)
+        connection = cairnflow_kit.app_connection()
+        ref = worker.enqueue_tx(connection, "kit-tenant", 1, tenant="acme")
+        connection.commit()
+        worker.wake()
+        info = worker.wait(ref, timeout=TIMEOUT)
+        assert info.status is cf.Status.SUCCEEDED, info.error
+        assert info.tenant == "acme"
+        assert seen[ref.id] == ["acme", "acme"]
+
     @proves(Cap.TENANT)
     def test_a_bad_tenant_is_refused_before_any_write(self, cairnflow_kit: Kit) -> None:
         wf, _ = _seen()
