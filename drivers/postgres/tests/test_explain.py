@@ -322,9 +322,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "count_runs, failed, label prefix": q.count_runs(
             RunQuery(statuses=frozenset({Status.FAILED}), label_prefix=("tenant", "acme-12"))
         ),
-        "list_runs by tenant": q.list_runs(
-            RunQuery(tenant="tenant-7"), before_seq=None, limit=51
-        ),
+        "list_runs by tenant": q.list_runs(RunQuery(tenant="tenant-7"), before_seq=None, limit=51),
         "list_runs by tenant, next page": q.list_runs(
             RunQuery(tenant="tenant-7"), before_seq=FINISHED // 2, limit=51
         ),
