@@ -10,6 +10,7 @@ bucket of one token an hour admits one take per tenant.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -29,6 +30,16 @@ __all__ = ["TenantTests"]
 _HOURLY = cf.Rate(1, per=3600)
 """A bucket that admits one take, then none for an hour: what a take got does not depend on
 how fast the machine is."""
+
+
+class _Behind:
+    """A scheduling clock ``seconds`` behind the machine's: runs that finished long ago."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def now_ns(self) -> int:
+        return time.time_ns() - int(self.seconds * 1e9)
 
 
 def _seen() -> tuple[cf.Workflow, dict[str, list[str | None]]]:
@@ -215,6 +226,20 @@ class TenantTests:
             info = clients[1].wait(ref, timeout=TIMEOUT * 2)
             assert info.status is cf.Status.SUCCEEDED, info.error
         assert most == {"acme": 1, "globex": 1}
+
+    @proves(Cap.TENANT, requires=[Cap.ARCHIVE, Cap.RETENTION])
+    def test_an_archived_run_keeps_its_tenant(self, cairnflow_kit: Kit) -> None:
+        wf, _ = _seen()
+        day = 86_400
+        old = cairnflow_kit.client(wf, clock=_Behind(2 * day))
+        refs = [old.enqueue("kit-tenant", n, tenant=t) for n, t in enumerate(("acme", None))]
+        for ref in refs:
+            assert old.wait(ref, timeout=TIMEOUT).status is cf.Status.SUCCEEDED
+        old.stop()
+        pruner = cairnflow_kit.client(wf, start=False, prune_after=day, archive=True)
+        assert pruner.prune() == 2
+        archived = {info.id: info.tenant for info in pruner.archived_runs().runs}
+        assert archived == {refs[0].id: "acme", refs[1].id: None}
 
     @proves(Cap.TENANT, requires=[Cap.RATE_LIMIT])
     def test_a_per_tenant_bucket_is_each_tenants_own(self, cairnflow_kit: Kit) -> None:
