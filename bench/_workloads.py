@@ -240,14 +240,21 @@ PAUSED_QUEUE = "bench-paused"
 
 
 def w2_queues(
-    engine: Engine, *, runs: int, variant: str, paused: int = 0, workers: int = 8
+    engine: Engine,
+    *,
+    runs: int,
+    variant: str,
+    paused: int = 0,
+    workers: int = 8,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """W2 with queues, one client of ``workers`` workers in all (docs/claim.md).
 
     ``variant`` "3 queues": the runs spread over three queues the client serves from one
     pool, beside a fourth it serves that is paused and holds ``paused`` ready runs (the
     claims must neither run nor walk them). "global limit": plain W2's one queue with a
-    global limit of ``workers`` (limit = total workers: it should not throttle).
+    global limit of ``limit`` (default ``workers``; prefetched attempts count, so a limit of
+    the workers alone holds back the claim-ahead, and ``2 * workers`` is never reached).
     Completions are counted from the store; the paused runs must be untouched.
     """
     if variant == "3 queues":
@@ -255,7 +262,7 @@ def w2_queues(
         queues = [cf.QueueConfig(name) for name in [*names, PAUSED_QUEUE]]
     elif variant == "global limit":
         names = ["default"]
-        queues = [cf.QueueConfig("default", limit=workers)]
+        queues = [cf.QueueConfig("default", limit=workers if limit is None else limit)]
     else:
         raise ValueError(f"unknown W2 variant {variant!r}")
     flows = [_apps.noop_on(name) for name in names] + [_apps.noop_on(PAUSED_QUEUE)]
@@ -298,6 +305,7 @@ def w2_queues(
         "queues": len(names),
         "paused_ready": paused,
         "workers": workers,
+        "limit": (workers if limit is None else limit) if variant == "global limit" else None,
         "runs_per_s": steps / seconds,
         "statements_per_run": (after["statements"] - before["statements"]) / runs,
         "transactions_per_run": (after["transactions"] - before["transactions"]) / runs,

@@ -548,6 +548,44 @@ def test_a_limited_claim_counts_the_running_by_the_claim_index(
     assert (lock["key"], lock["type"]) == ("PRIMARY", "const"), lock
 
 
+def test_a_keyed_claim_locks_and_moves_its_keys_by_the_primary_key_in_one_statement_each(
+    store: MySQLStore, server: Server
+) -> None:
+    # LOCK_KEYS and MOVE_KEYS: one statement for every key of a claim, each a range of the
+    # limits' primary key (read in its order: the rows are locked in name order), where one
+    # statement per key cost one round trip per key.
+    q = store._queries
+    conn = server.connect()
+    with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+        for name in ("k1", "k2", "k3", "k4"):
+            cursor.execute(
+                f"INSERT INTO `{store.tables.prefix}limits` (kind, name, running, fifo)"
+                " VALUES ('key', %s, 0, 0)",
+                (name,),
+            )
+        for kind in ("queue", "rate"):  # rows of other kinds, as a busy database has
+            for n in range(50):
+                cursor.execute(
+                    f"INSERT INTO `{store.tables.prefix}limits` (kind, name, running, fifo)"
+                    " VALUES (%s, %s, 0, 0)",
+                    (kind, f"x{n}"),
+                )
+        conn.commit()
+        cursor.execute(f"ANALYZE TABLE `{store.tables.prefix}limits`")
+        cursor.fetchall()
+        plans = {}
+        for name, (sql, params) in {
+            "lock_keys": q.lock_keys(["k1", "k3", "k4"]),
+            "move_keys": q.move_keys([(1, "k1"), (-1, "k3")]),
+        }.items():
+            cursor.execute("EXPLAIN " + store.dialect.sql(sql), params)
+            plans[name] = cursor.fetchall()
+    for name, rows in plans.items():
+        (plan,) = rows
+        assert (plan["key"], plan["type"]) == ("PRIMARY", "range"), (name, plan)
+        assert "filesort" not in str(plan["Extra"] or ""), (name, plan)  # read in name order
+
+
 @pytest.mark.parametrize("branch", ["index order", "candidates"])
 def test_claims_take_the_most_urgent_first_and_never_the_same_step_twice(
     store: MySQLStore, branch: str

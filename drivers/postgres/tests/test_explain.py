@@ -259,6 +259,13 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "claim, one workflow": q.claim_plan(
             workflows=["w1"], queue="default", limit=8, claimed=(TOKEN, 0, "n", 0)
         ).update_returning,
+        "claim, globally limited": q.claim_plan(
+            workflows=workflows,
+            queue="default",
+            limit=8,
+            claimed=(TOKEN, NOW, "node", NOW),
+            global_limit=5,
+        ).update_returning_runs,
         "claim_runs": q.claim_runs([hot_run, f"run_{FINISHED + 9}"]),
         "claim_inputs": q.claim_inputs([hot_run], ["a"]),
         "renew": q.renew(NOW, [by_id, (f"step_{FINISHED + 9}_0", TOKEN)]),
@@ -488,6 +495,11 @@ def test_no_hot_path_query_scans_a_whole_table(
     for name in ("lock_named", "take_named", "extend_named", "release_named"):
         assert f"{prefix}locks_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}steps_running_queue" in indexes["count_running"], indexes["count_running"]
+    # A globally limited claim counts the queue's running in its LIMIT, by the same index,
+    # and probes its limiter by the primary key.
+    limited = indexes["claim, globally limited"]
+    for index in ("steps_ready", "steps_running_queue", "limits_pkey"):
+        assert f"{prefix}{index}" in limited, limited
     # The next due time: three ranges of the hot indexes, each stopped at its first row.
     assert f"{prefix}steps_ready" in indexes["due_ready"], indexes["due_ready"]
     assert f"{prefix}pauses_pkey" in indexes["due_ready"], indexes["due_ready"]
@@ -533,7 +545,7 @@ def test_no_hot_path_query_scans_a_whole_table(
     assert f"{prefix}steps_archive_pkey" in indexes["archived_steps"], indexes["archived_steps"]
     # No claim reads the cold tables.
     cold = {f"{prefix}runs_archive_pkey", f"{prefix}runs_archive_finished"}
-    for name in ("claim", "claim, one workflow", "claim, keyed"):
+    for name in ("claim", "claim, one workflow", "claim, keyed", "claim, globally limited"):
         assert not indexes[name] & cold, (name, indexes[name])
 
 

@@ -11,6 +11,7 @@ instead of showing up as noise in a benchmark.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from psycopg.pq import Trace, TransactionStatus
 
 import cairnflow as cf
+from cairnflow.store import ClaimRequest, QueueClaim, Succeeded
 from cairnflow_postgres import PostgresStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -104,3 +106,40 @@ def test_a_refused_pipelined_enqueue_writes_nothing_and_leaves_the_connection_as
         assert rows == [(1, 2, 0)]
     # Nothing of the refused batches holds a key.
     assert len(client.enqueue_many(batch)) == 300
+
+
+def test_a_globally_limited_claim_costs_no_round_trip_more_than_a_plain_one(
+    make_store: Callable[..., PostgresStore], tmp_path: Path
+) -> None:
+    # The limiter's lock is sent, not read, before the claim, whose LIMIT counts the queue's
+    # running attempts itself (ROOM_LIMIT): the lock, the claim and the COMMIT of an outcome
+    # batch travel together, as the plain claim's do (docs/claim.md, 3).
+    store = make_store(max_size=1, notify=False)
+    client = cf.Client(store)
+    client.register(_noop_chain())
+    client.enqueue_many([cf.Job("chain", i) for i in range(40)])
+    trace = tmp_path / "trace"
+    plain, limited = QueueClaim("default"), QueueClaim("default", None, 50)
+
+    def request(queue: QueueClaim) -> ClaimRequest:
+        now = time.time_ns()
+        return ClaimRequest(frozenset({"chain"}), 2, now, now + 600 * 10**9, "n", (queue,))
+
+    held = store.claim(request(limited))  # the limiter row is made, once, outside the trace
+    trips: dict[str, int] = {}
+    for name, queue in (("plain", plain), ("limited", limited)):
+        trips[f"claim, {name}"] = _round_trips(store, trace, lambda: store.claim(request(queue)))
+        done = [(held.pop().token, Succeeded(b"null"))]
+        trips[f"finish_and_claim, {name}"] = _round_trips(
+            store,
+            trace,
+            lambda: held.extend(store.finish_and_claim(done, time.time_ns(), request(queue))[1]),
+        )
+    assert trips["claim, limited"] == trips["claim, plain"], trips
+    assert trips["finish_and_claim, limited"] == trips["finish_and_claim, plain"], trips
+    # And it took no more than the limit's room: 50 minus those running.
+    with store.pool.connection() as conn:
+        (running,) = conn.execute(
+            f"SELECT count(*) FROM {store.tables.steps} WHERE status = 'running'"
+        ).fetchone()  # type: ignore[misc]
+    assert running <= 50

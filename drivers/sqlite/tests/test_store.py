@@ -415,6 +415,9 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
     t = store._timing.queries
     r = store._retention
     plan = q.claim_plan(workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0))
+    limited = q.claim_plan(
+        workflows=["w"], queue="default", limit=8, claimed=("s", 0, "n", 0), global_limit=5
+    )
     by_run_id = "sqlite_autoindex_cf_runs_1"
     by_tick_key = "sqlite_autoindex_cf_ticks_1"
     by_role = "sqlite_autoindex_cf_leaders_1"
@@ -465,6 +468,10 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         # counted in the queue's range of the running ones alone.
         "lock_limiter": ((q.lock_limiter, ("queue", "q")), "sqlite_autoindex_cf_limits_1"),
         "count_running": ((q.count_running, ("q",)), "cf_steps_running_queue"),
+        # A limited claim counts the running in its own LIMIT, and probes the limiter row.
+        "claim, limited": (limited.update_returning, "cf_steps_ready"),
+        "claim, limited, running": (limited.update_returning, "cf_steps_running_queue"),
+        "claim, limited, limiter": (limited.update_returning, "sqlite_autoindex_cf_limits_1"),
         # Durable step state (schema 8): a memo's probe, fence and record, a lock's take,
         # extension and release, each by a primary key.
         "read_journal": ((q.read_journal, ("r1", "a", "m")), "sqlite_autoindex_cf_journal_1"),
@@ -563,6 +570,8 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
         "claim, keyed, pauses": (keyed, by_pause),
         "lock_key": ((q.lock_key, ("a",)), "sqlite_autoindex_cf_limits_1"),
         "move_key": ((q.move_key, (1, "a")), "sqlite_autoindex_cf_limits_1"),
+        "lock_keys": (q.lock_keys(["a", "b", "c"]), "sqlite_autoindex_cf_limits_1"),
+        "move_keys": (q.move_keys([(1, "a"), (-2, "b")]), "sqlite_autoindex_cf_limits_1"),
         "set_head": ((q.set_head, ("r1", "a")), "sqlite_autoindex_cf_limits_1"),
         "fifo_head": ((q.fifo_head, ("a",)), "cf_runs_fifo"),
         "head_unfinished": ((q.head_unfinished, ("r1", "a")), by_run_id),
@@ -640,7 +649,8 @@ def test_a_directory_as_the_path_is_refused_naming_it(tmp_path: Path) -> None:
 
 def test_only_a_limited_queue_sends_the_limiters_statements(db: Path) -> None:
     # Plain W2 keeps its claim: an unlimited queue sends what it did. A queue with a global
-    # limit adds two (lock the limiter, count the running) once its row was created.
+    # limit adds one (lock the limiter) once its row was created: the claim statement counts
+    # the running itself, in its LIMIT (Dialect.limit_expressions).
     from cairnflow.store import ClaimRequest, QueueClaim
 
     store = SQLiteStore(db)
@@ -658,10 +668,40 @@ def test_only_a_limited_queue_sends_the_limiters_statements(db: Path) -> None:
 
     plain, taken = statements(QueueClaim("default"))  # the claim, and the runs it leased
     assert taken == 2
-    assert statements(QueueClaim("default", None, 3)) == (2 + 2 + plain, 1)  # row made once
-    assert statements(QueueClaim("default", None, 3)) == (2, 0)  # 3 running: no claim sent
-    assert statements(QueueClaim("default", None, 5)) == (2 + plain, 2)
+    assert statements(QueueClaim("default", None, 3)) == (2 + 1 + plain, 1)  # row made once
+    assert statements(QueueClaim("default", None, 3)) == (1 + 1, 0)  # 3 running: none taken
+    assert statements(QueueClaim("default", None, 5)) == (1 + plain, 2)
     assert statements(QueueClaim("default")) == (0 + plain, 2)  # unlimited: as before
+    store.close()
+
+
+def test_a_limiter_row_deleted_by_hand_holds_its_queue_for_one_claim_only(db: Path) -> None:
+    # The claim counts the running under the limiter's lock; a row deleted since it was
+    # created locks nothing, so that claim takes nothing of the queue (never more than the
+    # limit) and the row is created again before the next claim, which takes its room.
+    from cairnflow.store import ClaimRequest, QueueClaim
+
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(cf.Workflow("w", steps=[cf.Step("a", lambda c, d: d)]))
+    for n in range(10):
+        client.enqueue("w", n)
+    limited = (QueueClaim("default", None, 3),)
+
+    def claim() -> int:
+        now = time.time_ns()
+        request = ClaimRequest(frozenset({"w"}), 5, now, now + 10**12, "n", limited)
+        return len(store.claim(request))
+
+    assert claim() == 3
+    raw(db, "DELETE FROM cf_limits WHERE kind = 'queue'")
+    assert claim() == 0  # no row, no lock: nothing taken
+    assert raw(db, "SELECT count(*) FROM cf_limits WHERE kind = 'queue'") == [(0,)]
+    assert claim() == 0  # made again; still 3 running of 3
+    assert raw(db, "SELECT count(*) FROM cf_limits WHERE kind = 'queue'") == [(1,)]
+    raw(db, "UPDATE cf_steps SET status = 'ready' WHERE status = 'running'")
+    assert claim() == 3
     store.close()
 
 
@@ -696,8 +736,8 @@ def test_only_a_keyed_claim_sends_the_keys_statements(db: Path) -> None:
 
     sent, taken = statements(keys=True)
     assert len(taken) == 2  # one run of each key: the limit is 1
-    # candidates, lock each of the two keys, move the counts, lease by id, read the leased rows
-    assert sent == 6, sent
+    # candidates, lock both keys (one statement), move the counts, lease by id, read the rows
+    assert sent == 5, sent
     # Both keys full: the candidates' statement skips every row, and nothing is locked.
     assert statements(keys=True) == (1, [])
     plain_sent, plain_taken = statements(keys=False)  # keys ignored: the plain claim

@@ -20,6 +20,7 @@ import cairnflow as cf
 from cairnflow import Cap
 from cairnflow.clock import Fake
 
+from .. import workflows
 from .._kit import Kit
 from .._markers import proves
 from ._shared import TIMEOUT
@@ -127,6 +128,33 @@ class RateLimitTests:
         started = [cairnflow_kit.stored_step(ref, "a").started_at for ref in refs]
         assert None not in started
         _spacing_holds([s for s in started if s is not None], rate)
+
+    @_GROUP
+    @proves(Cap.RATE_LIMIT, requires=[Cap.QUEUE, Cap.MULTI_PROCESS])
+    def test_worker_processes_claim_a_rate_limited_queue_at_its_rate(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # Three processes of four workers could start twelve at once; the queue's bucket,
+        # one row every process's claim locks and charges, lets them start 5 a second.
+        kit = cairnflow_kit
+        rate = cf.Rate(5, per=1.0)
+        queue = [cf.QueueConfig(workflows.LIMITED_QUEUE, rate=rate)]
+        processes = [
+            kit.processes.spawn(f"kit-rated-{n}", workers=4, queues=queue) for n in range(3)
+        ]
+        enqueuer = kit.client(workflows.limited(), start=False)
+        body = {"traces": str(kit.traces.directory), "work": 0.05}
+        refs = [enqueuer.enqueue(workflows.LIMITED, body) for _ in range(12)]
+        for ref in refs:
+            info = enqueuer.wait(ref, timeout=TIMEOUT * 3)
+            assert info.status is cf.Status.SUCCEEDED, (info.error, kit.processes.logs())
+        steps = [kit.stored_step(ref, "work") for ref in refs]
+        started = [step.started_at for step in steps]
+        assert None not in started
+        _spacing_holds([s for s in started if s is not None], rate)
+        assert len({step.node for step in steps}) >= 2, "one process did all the work"
+        for process in processes:
+            assert process.stop() == 0, process.log()
 
     @proves(Cap.RATE_LIMIT)
     def test_steps_draw_from_one_bucket_and_give_up_at_their_timeout(

@@ -60,10 +60,19 @@ class Claims(Part):
         if request.limit <= 0 or not request.workflows:
             return []
         self.prepare(request)
-        return self._tx.run(lambda cur: self.send(cur, request)())
+
+        def work(cur: Cursor) -> list[ClaimedAttempt]:
+            with self._dialect.pipeline(cur) as cursors:
+                fetch = self.send(cursors, request)
+            return fetch()
+
+        return self._tx.run(work)
 
     def send(
-        self, cur: Cursor, request: ClaimRequest, released: Mapping[str, int] | None = None
+        self,
+        cursors: Callable[[], Cursor],
+        request: ClaimRequest,
+        released: Mapping[str, int] | None = None,
     ) -> Callable[[], list[ClaimedAttempt]]:
         """Send the claim; return how to read what it leased.
 
@@ -80,11 +89,20 @@ class Claims(Part):
         and each then asks for no more than its room; one without room sends no
         statement. The caller ran :meth:`prepare` before the transaction.
 
+        Where the engine takes an expression as a ``LIMIT``
+        (:attr:`Dialect.limit_expressions`), a limited queue's statement counts
+        its running attempts itself (``ROOM_LIMIT``): its lock is sent, not read,
+        before it, and in a pipeline the whole claim is one round trip. A keyed
+        claim, and other engines, read each queue's room first.
+
+        ``cursors``: cursors on the transaction's connection (a pipeline's: one
+        per statement whose answer is read later; otherwise the same cursor).
         ``released``: attempts per concurrency key whose leases the same
         transaction ended (an outcome batch's); their keys' counts are moved
         here, with the claim's, so key rows are locked once, in name order.
         """
         released = released or {}
+        cur = cursors()
         asks = [q for q in request.queues if q.limit is None or q.limit > 0]
         if request.limit <= 0 or not request.workflows or not asks:
             self.keys.release(cur, released)
@@ -94,7 +112,9 @@ class Claims(Part):
         claimed = (secret, request.lease_until, request.node_id, request.now)
         counting = CountingCursor(cur, self._tx.stats)
         limits = global_limits(request)
-        room = self.limiters.room(cur, limits) if limits else {}
+        counted = limits if self._dialect.limit_expressions and not request.keys else {}
+        locked = self.limiters.lock(cursors, counted) if counted else None
+        room = self.limiters.room(cur, limits) if limits and not counted else {}
         rates = queue_rates(request)
         buckets = self.limiters.lock_buckets(cur, rates, request.now) if rates else None
         if buckets is not None:
@@ -116,7 +136,11 @@ class Claims(Part):
             if ask.name in room:
                 limit = min(limit, room[ask.name])
             plan = self._q.claim_plan(
-                workflows=workflows, queue=ask.name, limit=limit, claimed=claimed
+                workflows=workflows,
+                queue=ask.name,
+                limit=limit,
+                claimed=claimed,
+                global_limit=counted.get(ask.name),
             )
             fetch = self._dialect.send_claim(counting, plan)
             if buckets is None or ask.name not in rates:
@@ -127,17 +151,23 @@ class Claims(Part):
             self.limiters.charge(cur, buckets, ask.name, len(got))
             return lambda: got
 
+        def claimed_rows(fetch: Callable[[], list[ClaimedRow]]) -> list[ClaimedAttempt]:
+            got = fetch()
+            if locked is not None:
+                locked()
+            return self._claimed(cur, secret, got)
+
         rows: list[ClaimedRow] = []
         for ask in asks[:-1]:
             rows.extend(send_queue(ask, request.limit - len(rows))())
             if len(rows) >= request.limit:
                 if _faults.plan is not None:
                     _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
-                return lambda: self._claimed(cur, secret, rows)
+                return lambda: claimed_rows(lambda: rows)
         fetch = send_queue(asks[-1], request.limit - len(rows))
         if _faults.plan is not None:
             _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
-        return lambda: self._claimed(cur, secret, [*rows, *fetch()])
+        return lambda: claimed_rows(lambda: [*rows, *fetch()])
 
     def _send_keyed(
         self,

@@ -195,6 +195,14 @@ class Dialect:
     trip to a server. False: the single-row statement through ``executemany`` (an embedded
     engine, where a statement costs no round trip)."""
 
+    greatest = "GREATEST"
+    """The engine's function for the largest of its arguments (SQLite: ``max``)."""
+    least = "LEAST"
+    """The engine's function for the smallest of its arguments (SQLite: ``min``)."""
+    limit_expressions = False
+    """True when a ``LIMIT`` may be an expression with a subquery: a globally limited queue's
+    claim then counts the queue's running attempts in its own statement (``ROOM_LIMIT``) rather
+    than in a statement read first (MySQL and MariaDB take only a number there)."""
     pipelines = False
     """True when :meth:`pipeline` sends statements without waiting for each one's result."""
 

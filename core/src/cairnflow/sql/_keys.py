@@ -25,7 +25,8 @@ one after the other.
 
 Lock order. A key row is always the last lock a transaction takes: after run
 rows, step rows and queue limiters; and key rows are locked in name order, all
-at once (one ``SELECT ... FOR UPDATE`` each, by primary key). An outcome batch that
+at once (one ``SELECT ... FOR UPDATE`` each, by primary key, pipelined on Postgres;
+one statement for all, in name order, elsewhere). An outcome batch that
 also claims hands its releases to the claim, which locks the union of both in
 name order: two committers never wait on each other's keys crosswise.
 
@@ -58,9 +59,38 @@ class Keys(Part):
 
     def release(self, cur: Cursor, released: Mapping[str, int]) -> None:
         """Take ``released[key]`` attempts off each key's count, in name order."""
-        moves = [(-count, name) for name, count in sorted(released.items()) if count]
-        if moves:
+        self._move(cur, [(-count, name) for name, count in sorted(released.items()) if count])
+
+    def _move(self, cur: Cursor, moves: Sequence[tuple[int, str]]) -> None:
+        """Add each ``(count, name)``'s count to its key (in the order given: name order).
+
+        One ``executemany`` where the engine pipelines it (Postgres: one round
+        trip); otherwise one statement for every key (PyMySQL would send an
+        ``UPDATE`` per row).
+        """
+        if not moves:
+            return
+        if self._dialect.pipelines or len(moves) == 1:
             self._tx.execute_many(cur, self._q.move_key, moves)
+        else:
+            self._execute(cur, *self._q.move_keys(moves))
+
+    def _lock(self, cur: Cursor, names: Sequence[str]) -> dict[str, KeyRow]:
+        """Lock the rows of the keys ``names`` (ascending), read them; a missing one is absent.
+
+        Where the engine pipelines (Postgres), one primary-key lookup per key,
+        all sent together (one round trip; see LOCK_KEY for why not one
+        statement there); elsewhere one statement for every key (LOCK_KEYS).
+        """
+        q = self._q
+        if self._dialect.pipelines:
+            with self._dialect.pipeline(cur) as cursors:
+                sent = [self._execute(cursors(), q.lock_key, (name,)) for name in names]
+                found = [result.fetchone() for result in sent]
+        else:
+            found = list(self._execute(cur, *q.lock_keys(names)).fetchall())
+        rows = [KeyRow.from_row(row) for row in found if row is not None]
+        return {row.name: row for row in rows}
 
     def admit(
         self,
@@ -83,12 +113,7 @@ class Keys(Part):
         names = sorted({c.key for c in candidates if c.key is not None} | set(released))
         if not names:
             return {c.id for c in candidates[:limit]}
-        q = self._q
-        rows: dict[str, KeyRow] = {}
-        for name in names:  # ascending: one lock order
-            found = self._execute(cur, q.lock_key, (name,)).fetchone()
-            if found is not None:
-                rows[name] = KeyRow.from_row(found)
+        rows = self._lock(cur, names)  # ascending: one lock order
         missing = [
             name for name in names if name not in rows and any(c.key == name for c in candidates)
         ]
@@ -118,8 +143,7 @@ class Keys(Part):
             for name in names
             if taken[name] != released.get(name, 0)
         ]
-        if moves:
-            self._tx.execute_many(cur, q.move_key, moves)
+        self._move(cur, moves)
         return admitted
 
     def _head(self, cur: Cursor, row: KeyRow) -> str | None:

@@ -39,7 +39,7 @@ claim leased is charged before it commits. A named bucket (``kind = 'rate'``,
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .. import _rates
 from .._rates import Rate, RateTake
@@ -149,6 +149,35 @@ class Limiters(Part):
             self._execute(cur, self._q.insert_limiter, (kind, name))
             return None
         return None if row[0] is None else int(row[0])
+
+    def lock(self, cursors: Callable[[], Cursor], limits: Mapping[str, int]) -> Callable[[], None]:
+        """Lock each queue's limiter (name order) without waiting for the answers.
+
+        Where the claim statement counts the running attempts itself
+        (:attr:`Dialect.limit_expressions`), nothing needs to be read before it:
+        inside a pipeline the locks, the claim and the COMMIT go out together.
+        Returns what to call once the transaction's results are read: a row found
+        missing (deleted by hand; the claim then took nothing of its queue,
+        ``ROOM_LIMIT``) is forgotten, so the next claim's :meth:`prepare` creates it.
+        """
+        q = self._q
+        pipelined = self._dialect.pipelines  # else each answer is read before the next statement
+        sent: list[tuple[str, Cursor | bool]] = []
+        for name in sorted(limits):
+            result = self._execute(cursors(), q.lock_limiter, (QUEUE, name))
+            sent.append((name, result if pipelined else result.fetchone() is not None))
+
+        def check() -> None:
+            missing = [
+                name
+                for name, result in sent
+                if not (result if isinstance(result, bool) else result.fetchone() is not None)
+            ]
+            if missing:
+                with self._known_lock:
+                    self._known.difference_update((QUEUE, name) for name in missing)
+
+        return check
 
     def room(self, cur: Cursor, limits: Mapping[str, int]) -> dict[str, int]:
         """Lock each queue's limiter (name order); how many more of it may run: limit - running.

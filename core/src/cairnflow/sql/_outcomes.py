@@ -154,7 +154,7 @@ class Outcomes(Part):
                 tally.flush(self._tx, self._q, cursor(), now)
                 claiming = None
                 if claim is not None:  # the claim moves the keys' counts (#16)
-                    claiming = self._claims.send(cursor(), claim, tally.released)
+                    claiming = self._claims.send(cursor, claim, tally.released)
                 else:
                     self._claims.keys.release(cursor(), tally.released)
                 if dialect.pipelines:

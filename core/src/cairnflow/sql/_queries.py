@@ -57,6 +57,8 @@ class Queries:
             "skip_locked": dialect.skip_locked,
             "lock_runs_joined": dialect.lock_runs_joined or "",
             "keep_existing": dialect.keep_existing,
+            "greatest": dialect.greatest,
+            "least": dialect.least,
         }
 
         def r(template: str) -> str:
@@ -106,6 +108,7 @@ class Queries:
         self._runs_named = r(s.RUNS_NAMED)
         # -- claiming
         self._ready = r(s.READY)
+        self._room_limit = r(s.ROOM_LIMIT)
         self._update_returning = r(s.UPDATE_RETURNING)
         self._update_returning_runs = r(s.UPDATE_RETURNING_RUNS)
         self._mark_claimed = r(s.MARK_CLAIMED)
@@ -216,6 +219,8 @@ class Queries:
         self.insert_key = r(s.INSERT_KEY)
         self.lock_key = r(s.LOCK_KEY)
         self.move_key = r(s.MOVE_KEY)
+        self._lock_keys = r(s.LOCK_KEYS)
+        self._move_keys = r(s.MOVE_KEYS)
         self.set_head = r(s.SET_HEAD)
         self.head_unfinished = r(s.HEAD_UNFINISHED)
         self.fifo_head = r(s.FIFO_HEAD)
@@ -240,13 +245,22 @@ class Queries:
         queue: str,
         limit: int,
         claimed: tuple[Any, ...],
+        global_limit: int | None = None,
     ) -> ClaimPlan:
         """The statements of one queue's claim; ``claimed``: the values of the claimed SET clause.
 
-        There is no time condition: a step is only 'ready' once it is due.
+        There is no time condition: a step is only 'ready' once it is due. With
+        ``global_limit`` (only where :attr:`Dialect.limit_expressions`), the claim
+        takes at most that limit minus the queue's running steps, counted by the
+        claim statement itself (its limiter row locked by an earlier statement).
         """
-        ready = self._ready.format(workflows=marks(len(workflows)))
-        ready_params = (queue, *workflows, queue, limit)
+        workflow_marks = marks(len(workflows))
+        if global_limit is None:
+            ready = self._ready.format(workflows=workflow_marks, limit="?")
+            ready_params: tuple[Any, ...] = (queue, *workflows, queue, limit)
+        else:
+            ready = self._ready.format(workflows=workflow_marks, limit=self._room_limit)
+            ready_params = (queue, *workflows, queue, queue, limit, global_limit, queue)
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)
@@ -281,6 +295,17 @@ class Queries:
         """Lock those of ``step_ids`` still ready, skipping locked ones (a candidate's relock)."""
         sql = self._claimed_rows.format(ids=marks(len(step_ids)))
         return f"{sql} AND status = 'ready'{self.dialect.skip_locked}", tuple(step_ids)
+
+    def lock_keys(self, names: Sequence[str]) -> Statement:
+        """Lock the rows of the keys ``names``, in name order (one statement)."""
+        return self._lock_keys.format(ids=marks(len(names))), tuple(names)
+
+    def move_keys(self, moves: Sequence[tuple[int, str]]) -> Statement:
+        """Add ``count`` to each key's count, for ``(count, name)`` pairs, in one statement."""
+        cases = " ".join("WHEN ? THEN ?" for _ in moves)
+        sql = self._move_keys.format(moves=cases, ids=marks(len(moves)))
+        params = [v for count, name in moves for v in (name, count)]
+        return sql, (*params, *(name for _, name in moves))
 
     def keyed_steps(self, step_ids: Sequence[str]) -> Statement:
         """The keys of those of ``step_ids`` that carry one."""

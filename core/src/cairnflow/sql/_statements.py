@@ -243,10 +243,11 @@ READY = (
     + _READY_UNPAUSED
     + """
             ORDER BY priority DESC, due_at, id
-            LIMIT ?"""
+            LIMIT {limit}"""
 )
 """One queue's most urgent ready steps of workflows not paused, unless the queue is paused,
-and those of forced runs: the subquery (or first statement) of every claim."""
+and those of forced runs: the subquery (or first statement) of every claim. ``{limit}`` is
+``?``, or ROOM_LIMIT for a globally limited queue where the engine takes an expression there."""
 
 UPDATE_RETURNING = """
             UPDATE {steps} SET {claimed_set}
@@ -764,6 +765,20 @@ COUNT_RUNNING = "SELECT count(*) FROM {steps} WHERE queue = ? AND status = 'runn
 """The queue's attempts running on every client, leases expired or not (an expired one counts
 until it is reclaimed: the limit is never exceeded). Read by the running-by-queue index."""
 
+# A claim's LIMIT that counts the queue's running attempts itself (docs/claim.md, 3), where the
+# engine takes an expression there (Dialect.limit_expressions: Postgres, SQLite). The claim
+# statement runs after the statement that locked the limiter row, so (READ COMMITTED: a new
+# snapshot per statement) its count sees every claim committed before the lock was granted;
+# on Postgres the lock, the claim and the COMMIT then go out in one round trip, where reading
+# the count first cost two more. A limiter row deleted by hand since it was created locks
+# nothing: the claim then takes nothing (the EXISTS), and the row is created again before
+# the next claim.
+ROOM_LIMIT = """CASE WHEN EXISTS (SELECT 1 FROM {limits} WHERE kind = 'queue' AND name = ?)
+                THEN {greatest}(0, {least}(?, ? - (
+                    SELECT count(*) FROM {steps} WHERE queue = ? AND status = 'running')))
+                ELSE 0 END"""
+"""At most ``?`` steps, and no more than the queue's global limit ``?`` minus its running."""
+
 # -- rate limits (docs/claim.md, 5: a bucket's arrival time, moved under its row's lock) -------
 # A bucket is a row of limits whose tat column holds its theoretical arrival time (GCRA,
 # cairnflow/_rates.py): a take locks the row, reads tat, and writes the new one in the same
@@ -812,14 +827,31 @@ INSERT_KEY = """
 
 # One statement per key, in name order: an exact primary-key lookup on every engine. (One
 # "name IN (...)" for all of them was planned on Postgres as a scan of every key row with the
-# names as a filter, 16 ms at 2,000 keys: measured, 2026-12-01.)
+# names as a filter, 16 ms at 2,000 keys: measured, 2026-12-01.) Where the engine pipelines
+# (Postgres) the statements go out together, one round trip; elsewhere LOCK_KEYS.
 LOCK_KEY = """
             SELECT name, running, fifo, head FROM {limits}
             WHERE kind = 'key' AND name = ?{for_update}"""
 """Lock a key's row; read its count and fifo head."""
 
+# MySQL and MariaDB read "kind = 'key' AND name IN (...)" as ranges of the primary key, in
+# its order (EXPLAIN: range on PRIMARY), and lock the rows as they read them: name order,
+# one statement where LOCK_KEY took one round trip per key (a claim of 16 candidates with
+# keys of their own: 16). SQLite locks nothing: one statement is simply fewer.
+LOCK_KEYS = """
+            SELECT name, running, fifo, head FROM {limits}
+            WHERE kind = 'key' AND name IN ({ids})
+            ORDER BY name{for_update}"""
+"""Lock several keys' rows, in name order; read their counts and fifo heads."""
+
 MOVE_KEY = "UPDATE {limits} SET running = running + ? WHERE kind = 'key' AND name = ?"
 """Add a (signed) number of attempts to a key's count (``executemany``, in name order)."""
+
+MOVE_KEYS = """
+            UPDATE {limits} SET running = running + CASE name {moves} END
+            WHERE kind = 'key' AND name IN ({ids})"""
+"""MOVE_KEY for several keys in one statement (``{moves}``: ``WHEN ? THEN ?`` per key), where
+``executemany`` sends one statement per row (PyMySQL does, for an UPDATE)."""
 
 SET_HEAD = "UPDATE {limits} SET head = ? WHERE kind = 'key' AND name = ?"
 """Record the run whose turn it is on a fifo key (its row locked)."""

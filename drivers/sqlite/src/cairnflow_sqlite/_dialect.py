@@ -43,6 +43,9 @@ class SQLiteDialect(Dialect):
     for_update = ""
     skip_locked = ""
     lock_runs_joined = ""  # one writer: reading is enough
+    greatest = "max"
+    least = "min"
+    limit_expressions = True
     # 'now' is fixed for the whole statement, so the seconds and the milliseconds agree.
     now_sql = (
         "SELECT CAST(strftime('%s', 'now') AS INTEGER) * 1000000000"
