@@ -94,6 +94,23 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/run.py", *session.posargs)
 
 
+@nox.session(name="bench-http")
+def bench_http(session: nox.Session) -> None:
+    """An enqueuing endpoint under HTTP load on Postgres: loop lag in a uvicorn server (#19).
+
+    ``-- --rate 500 --seconds 10``; ``--loop uvloop --http httptools`` for uvicorn's fast
+    parts. See ``bench/async_http.py``; figures in docs/benchmarks.md.
+    """
+    session.install(
+        *_editable(CORE, f"{DRIVERS['postgres']}{EXTRAS['postgres']}"),
+        *RECIPE_DEPS,
+        "uvicorn>=0.30",
+        "uvloop>=0.19",
+        "httptools>=0.6",
+    )
+    session.run("python", "bench/async_http.py", *session.posargs)
+
+
 # The peers of ``bench-peers``, pinned: the versions its table in docs/benchmarks.md names.
 BENCH_PEERS = {
     "pgqueuer": ["pgqueuer==1.6.0", "asyncpg==0.32.0"],
@@ -183,7 +200,8 @@ def tests_under_load(session: nox.Session) -> None:
             burner.wait()
 
 
-# What tests of documented recipes need beyond the drivers (the web-app guide's Starlette app).
+# What tests of documented recipes and of the example shop (tests/app) need beyond the drivers
+# and the contrib distributions (the web-app guide's Starlette app; the shop's web app).
 RECIPE_DEPS = ["starlette>=0.37", "httpx>=0.27"]
 
 
@@ -217,8 +235,12 @@ def _tests(session: nox.Session) -> None:
         _kit(session, f"{mysql_kit}::TestMySQL", "mysql", *session.posargs)
     else:
         session.log("MySQL 8: no server configured (CAIRNFLOW_TEST_MYSQL_URL); not run here")
-    # Tests that cross distributions: the tutorial run as written (tests/docs).
-    session.run(*pytest, "tests/docs")
+    # Tests that cross distributions: the tutorial run as written (tests/docs); the example
+    # shop (tests/app): its web app enqueuing in its transaction (contrib/sqlalchemy), a
+    # worker process with its metrics (contrib/prometheus), `cairn dashboard` showing the
+    # runs (contrib/dashboard), on SQLite and Postgres. Installed above: RECIPE_DEPS and
+    # every contrib distribution's test extra.
+    session.run(*pytest, "tests/docs", "tests/app")
     # The chaos tests' short profile: each scenario once, on one engine each, a few
     # seconds of faults (`nox -s chaos` runs them all at length); never a server restart.
     session.run(*pytest, "-n", "2", CHAOS, env={"CAIRNFLOW_CHAOS_RESTARTS": "0"})

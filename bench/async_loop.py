@@ -53,6 +53,25 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
+async def open_loop(
+    rate: float, seconds: float, call: Callable[[int, float], Awaitable[None]]
+) -> int:
+    """Start ``call(n, due)`` ``rate`` times a second for ``seconds``, each at its due time
+    (open loop: a slow call does not delay the next ones); wait for all; how many were started."""
+    tasks = []
+    begun = time.perf_counter()
+    interval = 1.0 / rate
+    n = 0
+    while (due := begun + n * interval) < begun + seconds:
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(call(n, due)))
+        n += 1
+    await asyncio.gather(*tasks)
+    return n
+
+
 async def measure(
     endpoint: Callable[[int], Awaitable[None]] | None, rate: float, seconds: float
 ) -> dict[str, Any]:
@@ -74,18 +93,9 @@ async def measure(
         latencies.append(time.perf_counter() - started)
 
     prober = asyncio.create_task(probe())
-    tasks: list[asyncio.Task[None]] = []
     begun = time.perf_counter()
     if endpoint is not None:
-        interval = 1.0 / rate
-        n = 0
-        while (due := begun + n * interval) < begun + seconds:
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(n)))
-            n += 1
-        await asyncio.gather(*tasks)
+        await open_loop(rate, seconds, lambda n, due: one(n))
     else:
         await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - begun

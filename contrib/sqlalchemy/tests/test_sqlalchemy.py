@@ -35,6 +35,29 @@ def test_a_session_commit_keeps_the_run_and_wakes_an_idle_worker(setup: Setup) -
     assert setup.order_items() == ["book"]
 
 
+def test_headers_are_kept_with_the_run_and_read_by_its_step(setup: Setup) -> None:
+    seen = []
+
+    def stamp(ctx: cf.StepContext, data: object) -> dict[str, str]:
+        seen.append(dict(ctx.headers))
+        return dict(ctx.headers)
+
+    setup.app.register(cf.Workflow("sa-stamp", steps=[cf.Step("stamp", stamp)]))
+    worker = setup.make_worker()
+    worker.register(cf.Workflow("sa-stamp", steps=[cf.Step("stamp", stamp)]))
+    headers = {"traceparent": "00-abc-def-01", "tenant": "acme"}
+    with Session(setup.engine) as session:
+        session.execute(sa.insert(setup.orders).values(item="stamp"))
+        ref = enqueue(setup.app, session, "sa-stamp", None, headers=headers)
+        session.commit()
+    stored = setup.store.get_run(ref.id)
+    assert stored is not None and dict(stored.headers) == headers
+    info = worker.wait(ref, timeout=TIMEOUT)
+    assert info.status is cf.Status.SUCCEEDED
+    assert info.result == headers and seen == [headers]
+    assert dict(info.headers) == headers
+
+
 def test_a_session_rollback_drops_the_run_and_the_row_and_wakes_nobody(setup: Setup) -> None:
     with Session(setup.engine) as session:
         session.execute(sa.insert(setup.orders).values(item="lamp"))

@@ -143,9 +143,7 @@ def test_the_committer_gathers_the_outcomes_of_running_siblings_into_one_write(
     for attempt in attempts:
         harness.put(attempt)
     wait_until(lambda: not harness.state.held_attempts(), what="the batch")
-    assert [sorted(batch) for batch in harness.store.batches] == [
-        sorted(a.token for a in attempts)
-    ]
+    assert [sorted(batch) for batch in harness.store.batches] == [sorted(a.token for a in attempts)]
 
 
 def test_a_lone_outcome_is_written_at_once_when_nothing_else_runs(harness: Harness) -> None:

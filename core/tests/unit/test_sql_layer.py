@@ -218,6 +218,8 @@ def test_the_default_classifier_reads_the_sqlstate_of_every_common_postgres_driv
     neither = ErrorClass()
     assert default_classifier(_DictArgsError({"C": "42P01", "M": "no such table"})) == neither
     assert default_classifier(ValueError("no sqlstate at all")) == neither
+
+
 @pytest.mark.parametrize(
     ("columns", "row"),
     [

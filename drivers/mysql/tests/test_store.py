@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -55,8 +56,9 @@ MIGRATIONS = [
     "026_runs_overdue",
     "027_headers",
     "028_archive_headers",
-    "029_tenant",
-    "030_archive_tenant",
+    "029_forced_ready",
+    "030_tenant",
+    "031_archive_tenant",
 ]
 
 
@@ -514,8 +516,11 @@ def test_the_claim_reads_its_index_in_order(store: MySQLStore, server: Server) -
         plans = cursor.fetchall()
     (plan,) = [p for p in plans if p["table"] == "s"]
     # The pauses are read by their primary key (or found empty at once), never scanned.
-    for pauses in [p for p in plans if p["table"] != "s"]:
+    for pauses in [p for p in plans if p["table"] not in ("s", "f")]:
         assert pauses["key"] == "PRIMARY" or "no matching row" in str(pauses["Extra"]), plans
+    # The queue's gate reads the index of forced ready steps (029_forced_ready).
+    for forced in [p for p in plans if p["table"] == "f"]:
+        assert forced["key"] == f"{store.tables.prefix}steps_forced_ready", plans
     assert plan["key"] == f"{store.tables.prefix}steps_claim"
     extra = str(plan["Extra"] or "")
     if store.server.descending_indexes:
@@ -584,6 +589,56 @@ def test_a_keyed_claim_locks_and_moves_its_keys_by_the_primary_key_in_one_statem
         (plan,) = rows
         assert (plan["key"], plan["type"]) == ("PRIMARY", "range"), (name, plan)
         assert "filesort" not in str(plan["Extra"] or ""), (name, plan)  # read in name order
+
+
+def test_a_paused_queue_s_claim_reads_none_of_its_ready_rows(
+    store: MySQLStore, server: Server
+) -> None:
+    # The queue's gate ("not paused, or a forced step of it is ready": the pauses' primary
+    # key, then the index of the forced_ready column) is a constant condition, evaluated
+    # before the steps are read: a paused queue's claim reads none of its ready rows.
+    for i in range(300):
+        create(store, [("one", ())], priority=i % 3)
+    t = store.tables
+    server.query(
+        f"INSERT INTO `{t.prefix}pauses` (kind, name, paused_at) VALUES ('queue', 'default', 0)"
+    )
+    server.query(f"ANALYZE TABLE `{t.prefix}steps`")
+    claim_plan = store._queries.claim_plan(
+        workflows=["wf"], queue="default", limit=5, claimed=("s", 0, "n", 0)
+    )
+    sql, params = claim_plan.select_ready
+
+    def analyzed() -> list[dict[str, Any]]:
+        conn = server.connect()
+        with conn.cursor() as cursor:
+            cursor.execute("ANALYZE FORMAT=JSON " + store.dialect.sql(sql), params)
+            (document,) = cursor.fetchone()
+        conn.rollback()
+        tables: list[dict[str, Any]] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                if "table_name" in node:
+                    tables.append(node)
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+
+        walk(json.loads(document))
+        return tables
+
+    closed = analyzed()
+    steps = [n for n in closed if n["table_name"] == "s"]
+    assert all(not n.get("r_loops") for n in steps), closed  # not read (or not even planned)
+    gate = [n for n in closed if n["table_name"] == "f"]
+    assert gate and gate[0]["key"] == f"{t.prefix}steps_forced_ready", gate
+    # A forced step opens the gate: the claim reads the steps (and finds that one).
+    server.query(f"UPDATE `{t.prefix}steps` SET forced = 1 LIMIT 1")
+    steps = [n for n in analyzed() if n["table_name"] == "s"]
+    assert steps and steps[0].get("r_rows"), steps
 
 
 @pytest.mark.parametrize("branch", ["index order", "candidates"])

@@ -452,6 +452,20 @@ def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statem
     return document[0]["Plan"]
 
 
+def _analyzed(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statement) -> Any:
+    """The plan of ``statement`` as it ran (EXPLAIN ANALYZE), under the claim's settings; the
+    statement's writes are rolled back."""
+    text, params = statement
+    with conn.transaction() as transaction, psycopg.ClientCursor(conn) as cursor:
+        cursor.execute(CLAIM_SETTINGS)
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + store.dialect.sql(text), params)
+        row = cursor.fetchone()
+        raise psycopg.Rollback(transaction)
+    assert row is not None
+    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    return document[0]["Plan"]
+
+
 def test_no_hot_path_query_scans_a_whole_table(
     history: PostgresStore, admin_conn: psycopg.Connection[Any]
 ) -> None:
@@ -638,6 +652,24 @@ def test_a_claim_of_one_queue_walks_its_own_range_of_the_ready_index(
         )
         assert {a.queue for a in taken} == {"mail"}
         assert {a.run_id for a in taken} == {"run_10019", "run_10016", "run_10013"}
+        # A paused queue's 10,000 ready rows are not read at all: the queue's gate (paused,
+        # and no forced step ready: one probe of steps_forced_ready) is a one-time filter.
+        bulk = store._queries.claim_plan(
+            workflows=["w"], queue="bulk", limit=8, claimed=(TOKEN, NOW, "node", NOW)
+        )
+        admin_conn.execute(
+            f"INSERT INTO {t.pauses} (kind, name, paused_at) VALUES ('queue', 'bulk', 0)"
+        )
+        nodes = list(_nodes(_analyzed(admin_conn, store, bulk.update_returning_runs)))
+        ready = [n for n in nodes if n.get("Index Name") == f"{t.prefix}steps_ready"]
+        assert ready and all(n["Actual Loops"] == 0 for n in ready), nodes
+        assert any(n.get("Index Name") == f"{t.prefix}steps_forced_ready" for n in nodes), nodes
+        # A forced run's step passes the pause: the gate opens, and the claim takes it alone.
+        admin_conn.execute(f"UPDATE {t.steps} SET forced = 1 WHERE id = 'step_5000'")
+        taken = store.claim(
+            ClaimRequest(frozenset({"w"}), 8, NOW, NOW + 10**9, "explain", (QueueClaim("bulk"),))
+        )
+        assert [a.run_id for a in taken] == ["run_5000"]
     finally:
         store.close()
         drop_namespace(admin_conn, t.prefix)

@@ -10,6 +10,7 @@ instead of showing up as noise in a benchmark.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -127,13 +128,17 @@ def test_a_globally_limited_claim_costs_no_round_trip_more_than_a_plain_one(
 
     held = store.claim(request(limited))  # the limiter row is made, once, outside the trace
     trips: dict[str, int] = {}
-    for name, queue in (("plain", plain), ("limited", limited)):
-        trips[f"claim, {name}"] = _round_trips(store, trace, lambda: store.claim(request(queue)))
+    def claim(queue: QueueClaim) -> None:
+        store.claim(request(queue))
+
+    def finish_one_and_claim(queue: QueueClaim) -> None:
         done = [(held.pop().token, Succeeded(b"null"))]
+        held.extend(store.finish_and_claim(done, time.time_ns(), request(queue))[1])
+
+    for name, queue in (("plain", plain), ("limited", limited)):
+        trips[f"claim, {name}"] = _round_trips(store, trace, functools.partial(claim, queue))
         trips[f"finish_and_claim, {name}"] = _round_trips(
-            store,
-            trace,
-            lambda: held.extend(store.finish_and_claim(done, time.time_ns(), request(queue))[1]),
+            store, trace, functools.partial(finish_one_and_claim, queue)
         )
     assert trips["claim, limited"] == trips["claim, plain"], trips
     assert trips["finish_and_claim, limited"] == trips["finish_and_claim, plain"], trips

@@ -46,6 +46,7 @@ MIGRATIONS = [
     "017_tenant",
     "018_step_history_trigger",
     "019_runs_overdue",
+    "020_forced_ready",
 ]
 
 

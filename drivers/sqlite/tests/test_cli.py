@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -83,6 +84,59 @@ def test_show_prints_the_step_history(tmp_path: Path) -> None:
     assert events == ["claimed", "retried", "claimed", "succeeded"], shown.stdout
 
 
+def test_show_prints_step_timings_and_json(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+
+    def flaky(ctx: cf.StepContext, data: object) -> str:
+        if ctx.attempt == 1:
+            raise RuntimeError("once")
+        return "ok"
+
+    quick = cf.RetryPolicy(max_attempts=2, backoff=cf.Backoff(initial=0.01, max=0.01))
+    wf = cf.Workflow("cli-timed")
+    first = wf.step(lambda ctx, data: {"got": data}, name="first")
+    wf.step(flaky, name="flaky", after=[first], retry=quick)
+    with cf.Client(store, node_id="cli-node", poll_interval=0.05) as client:
+        client.register(wf)
+        ref = client.enqueue(wf, {"n": 1}, key="timed-1", headers={"trace": "t-1"})
+        info = client.wait(ref, timeout=30)
+        assert info.status is cf.Status.SUCCEEDED
+        history = client.step_history(ref)
+    store.close()
+
+    shown = cairn("show", url, ref.id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    run = json.loads(shown.stdout)
+    assert (run["id"], run["workflow"], run["status"]) == (ref.id, "cli-timed", "succeeded")
+    assert (run["payload"], run["key"], run["headers"]) == ({"n": 1}, "timed-1", {"trace": "t-1"})
+    assert run["result"] == "ok" and run["error"] is None
+    assert run["finished_at_ns"] == info.finished_at_ns
+    for name, step in info.steps.items():
+        printed = run["steps"][name]
+        assert printed["started_at_ns"] == step.started_at_ns is not None
+        assert printed["finished_at_ns"] == step.finished_at_ns is not None
+        assert printed["duration_ns"] == step.finished_at_ns - step.started_at_ns
+        assert (printed["attempts"], printed["status"]) == (step.attempts, "succeeded")
+    assert run["steps"]["first"]["output"] == {"got": {"n": 1}}
+    assert run["steps"]["flaky"]["attempts"] == 2
+    assert run["steps"]["flaky"]["failures"] == 1
+    events = [(e["step"], e["attempt"], e["event"]) for e in run["history"]]
+    assert events == [(e.step, e.attempt, e.event) for e in history]
+    assert ("flaky", 1, "retried") in events
+
+    table = cairn("show", url, ref.id)
+    assert table.returncode == 0, table.stderr
+    for name in ("first", "flaky"):
+        step = info.steps[name]
+        assert step.started_at_ns is not None
+        started = cf.clock.from_ns(step.started_at_ns).strftime("%H:%M:%S.%f")[:-3]
+        assert started in table.stdout, table.stdout
+    assert "took" in table.stdout
+    assert re.search(r"\d\.\d ms|\d\.\d\d s", table.stdout), table.stdout  # a duration
+
+
 def test_show_prints_a_runs_headers(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     store = cf.open_store(url)
@@ -123,6 +177,7 @@ def test_a_run_is_enqueued_for_a_tenant_listed_by_it_and_shown_with_it(tmp_path:
     assert "tenant: acme" in shown.stdout
     assert "{'n': 1}" in shown.stdout
     assert "tenant" not in cairn("show", url, bare).stdout
+    assert json.loads(cairn("show", url, acme, "--json").stdout)["tenant"] == "acme"
     bad = cairn("enqueue", url, "cli-echo", *app, "--tenant", "no good", cwd=tmp_path)
     assert bad.returncode == 1
     assert "invalid tenant name 'no good'" in bad.stdout + bad.stderr

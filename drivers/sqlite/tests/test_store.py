@@ -51,7 +51,8 @@ MIGRATIONS = [
     "016_step_history",
     "017_runs_overdue",
     "018_headers",
-    "019_tenant",
+    "019_forced_ready",
+    "020_tenant",
 ]
 
 
@@ -144,14 +145,17 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
         for name in ("_steps_of", "_steps_with_runs", "_expired", "end_run", "_runs_succeeded"):
             text = re.sub(r",\s*(s\.)?concurrency_key\b", "", getattr(q, name))
             setattr(q, name, re.sub(r",\s*fifo_key = NULL", "", text))
-    if version < 19:  # a release before tenants: its statements read and write none
+    if version < 20:  # a release before tenants: its statements read and write none
         _without_run_column(store, "tenant")
     if version < 15:  # a release before run headers: its statements read and write none
         _without_run_column(store, "headers")
     if version < 6:  # a release before pauses: its claim reads no pauses table
+        # (the parameters of today's claim, Queries.ready_params: the gate's two, the queue,
+        # the workflows, the queue's pause, each compared with the queue here)
         store._queries._ready = (
-            f"SELECT id FROM {store.tables.steps} WHERE status = 'ready' AND queue = ? "
-            "AND workflow IN ({workflows}) AND queue = ? ORDER BY priority DESC, due_at, id LIMIT ?"
+            f"SELECT id FROM {store.tables.steps} WHERE status = 'ready' AND ? = ? AND queue = ?"
+            " AND workflow IN ({workflows}) AND queue = ? ORDER BY priority DESC, due_at, id"
+            " LIMIT {limit}"
         )
     return store
 
@@ -517,7 +521,7 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             "cf_run_labels_value",
         ),
         "labels_within": (within, "cf_run_labels_value"),
-        # Tenants (schema 19): one tenant's runs newest first along the partial tenant index
+        # Tenants (schema 20): one tenant's runs newest first along the partial tenant index
         # (tenant = ? implies its predicate), a page's cursor a range of it; counted there.
         "list_runs by tenant": (
             q.list_runs(RunQuery(tenant="acme"), before_seq=None, limit=51),
@@ -849,3 +853,42 @@ def test_a_notifier_is_refused_for_memory_and_when_it_is_not_one(db: Path) -> No
         SQLiteStore(":memory:", notifier=_PipeNotifier())
     with pytest.raises(TypeError, match="Notifier"):
         SQLiteStore(db, notifier="redis://127.0.0.1:6379")  # type: ignore[arg-type]
+
+
+def test_a_paused_queue_s_claim_reads_none_of_its_ready_rows(db: Path) -> None:
+    # The queue's gate ("not paused, or a forced step of it is ready") is folded into the
+    # index key (Dialect.gate_in_queue_key): a paused queue's claim seeks nothing, where it
+    # walked every ready row looking for forced ones. Counted in SQLite's virtual machine
+    # instructions (a progress handler), never timed.
+    store = SQLiteStore(db)
+    store.migrate()
+    client = cf.Client(store)
+    client.register(cf.Workflow("w", queue="bulk", steps=[cf.Step("a", lambda c, d: d)]))
+    for start in range(0, 5000, 1000):
+        client.enqueue_many(cf.Job("w", n) for n in range(start, start + 1000))
+    client.pause_queue("bulk")
+    sql, params = store._queries.claim_plan(
+        workflows=["w"], queue="bulk", limit=8, claimed=("s", 0, "n", 0)
+    ).select_ready
+
+    def instructions() -> tuple[int, int]:
+        counted = [0]
+
+        def tick() -> int:
+            counted[0] += 1
+            return 0
+
+        with sqlite3.connect(db) as conn:
+            conn.set_progress_handler(tick, 100)
+            rows = conn.execute(sql, params).fetchall()
+        return counted[0] * 100, len(rows)
+
+    paused, taken = instructions()
+    assert taken == 0
+    # A forced step at the back of the queue opens the gate: the claim walks to it.
+    raw(db, "UPDATE cf_steps SET forced = 1 WHERE rowid = (SELECT max(rowid) FROM cf_steps)")
+    walked, taken = instructions()
+    assert taken == 1
+    assert walked > 10 * 5000, walked  # the walk the gate spares: every ready row visited
+    assert paused < 1000, paused
+    store.close()

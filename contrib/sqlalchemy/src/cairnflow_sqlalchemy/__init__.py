@@ -72,11 +72,14 @@ def enqueue(
     delay: float | timedelta | None = None,
     labels: Mapping[str, str] | None = None,
     queue: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> RunRef:
     """Enqueue a run of ``workflow`` in ``bind``'s transaction: it commits or rolls back with it.
 
     ``bind`` is a Session (or scoped_session) or a Core Connection on the
-    store's database; the options are :meth:`cairnflow.Client.enqueue`'s. A
+    store's database; the options are :meth:`cairnflow.Client.enqueue`'s
+    (``headers``: short strings every step reads as ``ctx.headers``, on a store
+    declaring ``Cap.HEADERS``; the client's enqueue hooks add theirs). A
     held idempotency ``key`` raises :class:`cairnflow.DuplicateRun` and leaves
     the transaction usable (the runs are written in a savepoint where the
     engine needs one): roll it back, or go on and commit the application's rows.
@@ -87,8 +90,9 @@ def enqueue(
     """
     connection = dbapi_connection(bind)
     ref = client.enqueue_tx(
-        connection, workflow, payload, key=key, delay=delay, labels=labels, queue=queue
-    )
+        connection, workflow, payload,
+        key=key, delay=delay, labels=labels, queue=queue, headers=headers,
+    )  # fmt: skip
     if isinstance(bind, Connection):
         _add(_CONNECTION_WAKES.setdefault(bind, []), client)
     else:

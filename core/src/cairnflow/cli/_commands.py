@@ -24,6 +24,7 @@ from ..sql import SQLStore
 from ..store import Store
 from ._filters import parse_label, parse_labels, parse_since
 from ._queues import parse_queues
+from ._show import moment, run_json, time_of_day, took
 
 __all__ = ["RECYCLE_EXIT_STATUS", "main", "store_option"]
 
@@ -473,9 +474,15 @@ def runs(
 @main.command()
 @click.argument("url")
 @click.argument("run_id")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The run, its steps and their history as one JSON object.",
+)
 @store_option
-def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
-    """Show one run and its steps."""
+def show(url: str, run_id: str, as_json: bool, pairs: tuple[str, ...]) -> None:
+    """Show one run and its steps: attempts, when each started and finished, outputs, errors."""
     store = _open(url, pairs, migrated=True)
     try:
         client = Client(store)
@@ -484,6 +491,9 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
         history = client.step_history(run_id) if Cap.STEP_HISTORY in store.capabilities else None
     finally:
         store.close()
+    if as_json:
+        click.echo(json.dumps(run_json(info, history), default=repr))
+        return
     console.print(f"[bold]{info.id}[/bold] {info.workflow} [bold]{info.status.value}[/bold]")
     console.print(f"payload: {info.payload!r}  key: {info.key}  labels: {dict(info.labels)}")
     if info.tenant is not None:
@@ -492,13 +502,27 @@ def show(url: str, run_id: str, pairs: tuple[str, ...]) -> None:
         console.print(f"headers: {dict(info.headers)}", markup=False)
     if info.error is not None:
         console.print(f"[red]error: {info.error}[/red]")
+    console.print(f"created: {moment(info.created_at_ns)}  finished: {moment(info.finished_at_ns)}")
     table = Table()
-    for column in ("step", "kind", "status", "attempts", "node", "output / error"):
-        table.add_column(column)
+    # Steps' times of day (UTC; the dates are the run's, above, and --json's): the status,
+    # the attempts and the times are never cut, the node and the output give way.
+    for column in ("step", "kind", "status", "attempts"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("node", overflow="fold")
+    table.add_column("started", no_wrap=True)
+    table.add_column("took", no_wrap=True)
+    table.add_column("output / error", overflow="fold")
     for name, step in info.steps.items():
         shown = str(step.error) if step.error is not None else repr(step.output)
         table.add_row(
-            name, step.kind.value, step.status.value, str(step.attempts), step.node or "", shown
+            name,
+            step.kind.value,
+            step.status.value,
+            str(step.attempts),
+            step.node or "",
+            time_of_day(step.started_at_ns),
+            took(step.started_at_ns, step.finished_at_ns),
+            shown,
         )
     console.print(table)
     if info.status.value == "succeeded":

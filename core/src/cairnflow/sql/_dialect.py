@@ -199,6 +199,14 @@ class Dialect:
     """The engine's function for the largest of its arguments (SQLite: ``max``)."""
     least = "LEAST"
     """The engine's function for the smallest of its arguments (SQLite: ``min``)."""
+    forced_ready = "f.queue = ? AND f.status = 'ready' AND f.forced = 1"
+    """The claim's gate: the forced ready steps of one queue (``f``, the queue a parameter), as
+    the engine's index of them is read (Postgres, SQLite: a partial index; MySQL: an indexed
+    generated column)."""
+    gate_in_queue_key = False
+    """True when a ``WHERE`` condition that names no column of the scan is evaluated for every
+    row visited, not once before it (SQLite): the claim's queue gate is then folded into the
+    index key (``queue = CASE WHEN <gate> THEN ? END``)."""
     limit_expressions = False
     """True when a ``LIMIT`` may be an expression with a subquery: a globally limited queue's
     claim then counts the queue's running attempts in its own statement (``ROOM_LIMIT``) rather
@@ -400,8 +408,10 @@ class Dialect:
         """
         raise TypeError(
             f"enqueue_tx() on an async connection is not supported by {type(self).__name__}, "
-            f"got {type(tx).__qualname__}: enqueue with client.enqueue_tx() on the driver's "
-            "sync connection"
+            f"got {type(tx).__qualname__}: this engine's driver library has no async "
+            "connection the store writes on (only psycopg's, on Postgres); enqueue with "
+            "client.enqueue_tx() on the driver's sync connection (from async code, in a "
+            "thread: asyncio.to_thread)"
         )
 
     async def send_in_savepoint(self, conn: Any, statements: Sequence[Recorded]) -> None:

@@ -64,6 +64,11 @@ class Queries:
         def r(template: str) -> str:
             return s.render(template, values)
 
+        values["forced_ready"] = dialect.forced_ready
+        values["queue_gate"] = r(s.QUEUE_GATE)
+        keyed_by_gate = dialect.gate_in_queue_key
+        values["ready_queue"] = r(s.READY_QUEUE_KEYED_BY_GATE if keyed_by_gate else s.READY_QUEUE)
+
         # -- creating runs
         self.insert_run = r(s.INSERT_RUN)
         self.insert_step = r(s.INSERT_STEP)
@@ -257,10 +262,11 @@ class Queries:
         workflow_marks = marks(len(workflows))
         if global_limit is None:
             ready = self._ready.format(workflows=workflow_marks, limit="?")
-            ready_params: tuple[Any, ...] = (queue, *workflows, queue, limit)
+            ready_params = (*self.ready_params(queue, workflows), limit)
         else:
             ready = self._ready.format(workflows=workflow_marks, limit=self._room_limit)
-            ready_params = (queue, *workflows, queue, queue, limit, global_limit, queue)
+            room = (queue, limit, global_limit, queue)
+            ready_params = (*self.ready_params(queue, workflows), *room)
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)
@@ -289,7 +295,14 @@ class Queries:
     def ready_keyed(self, *, workflows: Sequence[str], queue: str, limit: int) -> Statement:
         """A keyed claim's candidates in one queue, without a lock clause (the dialect adds it)."""
         sql = self._ready_keyed.format(workflows=marks(len(workflows)))
-        return sql, (queue, *workflows, queue, limit)
+        return sql, (*self.ready_params(queue, workflows), limit)
+
+    def ready_params(self, queue: str, workflows: Sequence[str]) -> tuple[Any, ...]:
+        """The parameters of the claim's ready predicate (``_READY_UNPAUSED``), in order."""
+        gate = (queue, queue)  # QUEUE_GATE: the queue's pause, its forced ready steps
+        if self.dialect.gate_in_queue_key:
+            return (*gate, queue, *workflows, queue)
+        return (queue, *workflows, *gate, queue)
 
     def still_ready(self, step_ids: Sequence[str]) -> Statement:
         """Lock those of ``step_ids`` still ready, skipping locked ones (a candidate's relock)."""
@@ -302,7 +315,9 @@ class Queries:
 
     def move_keys(self, moves: Sequence[tuple[int, str]]) -> Statement:
         """Add ``count`` to each key's count, for ``(count, name)`` pairs, in one statement."""
-        cases = " ".join("WHEN ? THEN ?" for _ in moves)
+        # "? + 0": a driver that sends untyped parameters (pg8000) would have Postgres read a
+        # bare THEN ? as text, and refuse "running + text"; a sum makes it a number everywhere.
+        cases = " ".join("WHEN ? THEN ? + 0" for _ in moves)
         sql = self._move_keys.format(moves=cases, ids=marks(len(moves)))
         params = [v for count, name in moves for v in (name, count)]
         return sql, (*params, *(name for _, name in moves))

@@ -101,6 +101,7 @@ class MySQLDialect(Dialect):
     # FOR UPDATE OF); MySQL 8 can, but InnoDB locks rows as the join reads them, not in the
     # ORDER BY's order, so two batches could lock the same runs in different orders.
     lock_runs_joined = None
+    forced_ready = "f.forced_ready = ?"  # a generated column, indexed (029_forced_ready)
     batch_statements = True
     # A batch enqueue's runs, then its steps, as multi-row INSERT ... VALUES statements under
     # max_allowed_packet (Dialect.batch_insert's default). PyMySQL's executemany joins rows

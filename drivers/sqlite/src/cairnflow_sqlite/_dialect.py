@@ -46,6 +46,7 @@ class SQLiteDialect(Dialect):
     greatest = "max"
     least = "min"
     limit_expressions = True
+    gate_in_queue_key = True
     # 'now' is fixed for the whole statement, so the seconds and the milliseconds agree.
     now_sql = (
         "SELECT CAST(strftime('%s', 'now') AS INTEGER) * 1000000000"

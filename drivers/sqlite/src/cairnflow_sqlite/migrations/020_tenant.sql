@@ -1,4 +1,4 @@
--- cairnflow on SQLite, schema version 19: the run's tenant (Cap.TENANT): set at enqueue (or
+-- cairnflow on SQLite, schema version 20: the run's tenant (Cap.TENANT): set at enqueue (or
 -- by the schedule that fired the run), NULL for a run without one, so an enqueue without a
 -- tenant writes what it did. Filtered on by list_runs (r.tenant = ?, which implies NOT NULL,
 -- so the partial index qualifies): the index serves one tenant's runs newest first (seq
