@@ -869,12 +869,10 @@ MOVE_KEY = "UPDATE {limits} SET running = running + ? WHERE kind = 'key' AND nam
 """Add a (signed) number of attempts to a key's count (``executemany``, in name order)."""
 
 MOVE_KEYS = """
-            UPDATE {limits} SET running = running + CASE name {moves} ELSE 0 END
+            UPDATE {limits} SET running = running + CASE name {moves} END
             WHERE kind = 'key' AND name IN ({ids})"""
 """MOVE_KEY for several keys in one statement (``{moves}``: ``WHEN ? THEN ?`` per key), where
-``executemany`` sends one statement per row (PyMySQL does, for an UPDATE). ``ELSE 0`` is
-never taken (every name is listed); it types the CASE as an integer where a driver sends its
-values untyped (pg8000: a CASE of untyped values alone is text, and ``bigint + text`` fails)."""
+``executemany`` sends one statement per row (PyMySQL does, for an UPDATE)."""
 
 SET_HEAD = "UPDATE {limits} SET head = ? WHERE kind = 'key' AND name = ?"
 """Record the run whose turn it is on a fifo key (its row locked)."""
