@@ -52,6 +52,7 @@ def fill(url: str, *, count: int = 6, **options: str) -> Filled:
             {"id": order_id, "qty": i + 1},
             labels={"tenant": tenant},
             queue="billing" if i % 3 == 0 else "default",
+            tenant=tenant if cf.Cap.TENANT in store.capabilities else None,
         )
         refs.append(ref.id)
         if i == 1:

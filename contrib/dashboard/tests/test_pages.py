@@ -35,6 +35,28 @@ def test_runs_page_lists_and_filters(filled: Filled) -> None:
         store.close()
 
 
+def test_runs_page_filters_by_tenant_and_a_run_shows_its_tenant(filled: Filled) -> None:
+    app, store = make_app(filled.url)
+    try:
+        web = signed_in(app)
+        page = web.get("/runs", params={"tenant": "acme-eu"})
+        assert page.status_code == 200
+        assert set(re.findall(r'data-run="([^"]+)"', page.text)) == set(filled.acme)
+        assert 'name="tenant" value="acme-eu"' in page.text
+        assert '<a href="/runs?tenant=globex">globex</a>' not in page.text
+        everyone = web.get("/runs")
+        assert '<a href="/runs?tenant=globex">globex</a>' in everyone.text
+        assert "No tenant filter" not in everyone.text
+        nobody = web.get("/runs", params={"tenant": "initech"})
+        assert re.findall(r'data-run="([^"]+)"', nobody.text) == []
+        bad = web.get("/runs", params={"tenant": "no good"})
+        assert bad.status_code == 400 and "invalid tenant name" in bad.text
+        shown = web.get(f"/runs/{filled.acme[0]}")
+        assert '<dt>Tenant</dt><dd><a href="/runs?tenant=acme-eu">acme-eu</a></dd>' in shown.text
+    finally:
+        store.close()
+
+
 def test_runs_page_pages_with_the_cursor(filled: Filled) -> None:
     app, store = make_app(filled.url)
     try:

@@ -167,6 +167,9 @@ class Job:
     queue: str | None = None
     headers: Mapping[str, str] | None = None
     """Headers kept with the run and read by its steps as ``ctx.headers`` (``Cap.HEADERS``)."""
+    tenant: str | None = None
+    """The tenant the run belongs to (``Cap.TENANT``): filtered on, read by its steps as
+    ``ctx.tenant``, and the owner of its per-tenant concurrency keys and rate buckets."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +374,8 @@ class RunInfo:
     error: ErrorInfo | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     """The headers given at enqueue and added by the client's enqueue hooks (``Cap.HEADERS``)."""
+    tenant: str | None = None
+    """The run's tenant (``Cap.TENANT``), None for a run without one."""
 
     @property
     def ref(self) -> RunRef:

@@ -17,6 +17,8 @@ __all__ = [
     "check_labels",
     "check_name",
     "check_sql_identifier",
+    "check_tenant",
+    "tenant_scoped",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
@@ -43,6 +45,40 @@ def check_name(kind: str, value: object) -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidName(f"invalid {kind} name {value!r}: a {kind} name is {_NAME_RULE}")
     return value
+
+
+def check_tenant(value: object) -> str:
+    """Return ``value`` if it is a valid tenant (``Cap.TENANT``): a name, as a queue's.
+
+    A tenant is kept in its own column of the run, filtered on, and put in front of
+    per-tenant concurrency keys and rate buckets (:func:`tenant_scoped`), so it has a
+    name's rule: no separator, no control character.
+    """
+    return check_name("tenant", value)
+
+
+TENANT_SEPARATOR = "\x1f"
+"""Between a tenant and a name in a per-tenant concurrency key or rate bucket (ASCII unit
+separator): a tenant never contains it (a name's rule), nor does a concurrency key
+(:func:`cairnflow._concurrency.check_concurrency_key`) or a bucket name, so a per-tenant key
+never equals a key shared by every tenant."""
+
+
+def tenant_scoped(tenant: str | None, name: str, *, most: int, what: str) -> str:
+    """``name`` as tenant ``tenant`` holds it: the name the store keeps for a per-tenant key or
+    bucket (``name`` itself for a run without a tenant: the one shared by every such run).
+
+    ``most`` is the longest stored name; a longer composed one is refused, naming both parts.
+    """
+    if tenant is None:
+        return name
+    scoped = f"{tenant}{TENANT_SEPARATOR}{name}"
+    if len(scoped) > most:
+        raise ValueError(
+            f"{what} {name!r} of tenant {tenant!r}: the per-tenant name has {len(scoped)} "
+            f"characters (tenant, one separator, name), over the limit of {most}"
+        )
+    return scoped
 
 
 def check_key(value: object) -> str:

@@ -81,6 +81,7 @@ class StepContext:
         "queue",
         "run_id",
         "step",
+        "tenant",
         "workflow",
     )
 
@@ -100,6 +101,7 @@ class StepContext:
         cancel_event: threading.Event | Cancellation,
         control: _AttemptControl,
         headers: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.workflow = workflow
@@ -110,6 +112,8 @@ class StepContext:
         self.labels = labels
         self.headers: Mapping[str, str] = {} if headers is None else headers
         """The run's headers (``Cap.HEADERS``): given at enqueue, or added by enqueue hooks."""
+        self.tenant: str | None = tenant
+        """The run's tenant (``Cap.TENANT``), None for a run enqueued without one."""
         self.node_id = node_id
         self.queue = queue
         self.deadline = deadline
@@ -192,7 +196,15 @@ class StepContext:
         """Hold ``name`` ``ttl`` seconds from now; False if ``token`` lost it (``Cap.LOCKS``)."""
         return self._control.locks("ctx.extend_lock()").extend_lock(name, token, ttl)
 
-    def take(self, name: str, rate: Rate, n: int = 1, *, timeout: float | None = None) -> bool:
+    def take(
+        self,
+        name: str,
+        rate: Rate,
+        n: int = 1,
+        *,
+        timeout: float | None = None,
+        per_tenant: bool = False,
+    ) -> bool:
         """Wait until bucket ``name`` admits ``n`` tokens at ``rate``; True once taken.
 
         The bucket is a row shared by every client of the store
@@ -200,18 +212,30 @@ class StepContext:
         from it. The wait ends early, False and nothing taken, when ``timeout``
         seconds pass or the attempt is cancelled (its lease lost, its run
         cancelled, its timeout reached). Needs ``Cap.RATE_LIMIT``.
+
+        ``per_tenant=True`` takes from the run's tenant's own bucket of that name
+        (``Cap.TENANT``): each tenant has its rate; a run without a tenant takes
+        from the bucket every such run shares.
         """
         limiter = self._control.rates("ctx.take()")
-        return limiter.take(name, rate, n, timeout=timeout, cancel=self.cancel_event)
+        tenant = self._tenant(per_tenant)
+        return limiter.take(name, rate, n, timeout=timeout, cancel=self.cancel_event, tenant=tenant)
 
-    def try_take(self, name: str, rate: Rate, n: int = 1) -> bool:
+    def try_take(self, name: str, rate: Rate, n: int = 1, *, per_tenant: bool = False) -> bool:
         """Take ``n`` tokens of bucket ``name`` if it holds them now; never waits.
 
         To give the worker back while the bucket is empty, snooze:
         ``if not ctx.try_take("stripe", RATE): raise cf.Snooze(1)``.
-        Needs ``Cap.RATE_LIMIT``.
+        ``per_tenant`` as in :meth:`take`. Needs ``Cap.RATE_LIMIT``.
         """
-        return self._control.rates("ctx.try_take()").try_take(name, rate, n).granted
+        limiter = self._control.rates("ctx.try_take()")
+        return limiter.try_take(name, rate, n, tenant=self._tenant(per_tenant)).granted
+
+    def _tenant(self, per_tenant: bool) -> str | None:
+        """The tenant whose bucket a take draws from: the run's with ``per_tenant``."""
+        if not isinstance(per_tenant, bool):
+            raise TypeError(f"per_tenant takes True or False, got {per_tenant!r}")
+        return self.tenant if per_tenant else None
 
     def __repr__(self) -> str:
         return (

@@ -49,7 +49,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
-from ._names import check_labels, check_name
+from ._names import check_labels, check_name, check_tenant
 from .clock import from_ns, to_ns
 
 __all__ = [
@@ -270,6 +270,7 @@ class Schedule:
     and ``windows`` are read; ``payload`` any JSON value, kept as given;
     ``misfire`` and ``overlap`` the policies; ``windows`` restrict the ticks
     that fire (none: every tick may fire); ``labels`` are put on every run;
+    ``tenant`` is the tenant of every run it fires (``Cap.TENANT``);
     ``paused`` declares the schedule paused when it is first stored (after that
     the stored state, which pause and resume change, is the engine's, and
     reaches :func:`plan_ticks` as its ``paused``). Everything is checked here,
@@ -285,6 +286,7 @@ class Schedule:
     windows: tuple[Window, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     paused: bool = False
+    tenant: str | None = None
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
     _expr: str = field(init=False, repr=False, compare=False)
 
@@ -304,6 +306,8 @@ class Schedule:
                 raise TypeError(f"windows must be a sequence of Window, got {window!r} in it")
         object.__setattr__(self, "windows", windows)
         object.__setattr__(self, "labels", check_labels(self.labels))
+        if self.tenant is not None:
+            check_tenant(self.tenant)
         if not isinstance(self.paused, bool):
             raise TypeError(f"paused must be a bool, got {self.paused!r}")
         try:  # "0 0 31 4 *" parses and never fires: refuse it now, not at the first pass

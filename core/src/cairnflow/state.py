@@ -34,7 +34,7 @@ from typing import Any
 from ._caps import Cap
 from ._checks import check_int, check_seconds
 from ._errors import LeaseLost, Unsupported
-from ._names import check_name
+from ._names import check_name, check_tenant, tenant_scoped
 from ._rates import Rate, RateTake
 from .clock import Clock, DatabaseClock, Real
 from .codec import Codec, JSONCodec, encode_within
@@ -43,6 +43,8 @@ from .store import HeldLock, Journaling, Locking, RateLimiting, Store, StoreFace
 __all__ = ["Journal", "Locks", "RateLimiter"]
 
 _NS = 1_000_000_000
+MAX_BUCKET_NAME = 128
+"""The longest name a bucket's row holds: a per-tenant bucket's tenant, separator and name."""
 
 
 def _facets(store: Store, cap: Cap, what: str) -> StoreFacets:
@@ -195,14 +197,23 @@ class RateLimiter:
         assert facets.rates is not None  # declared, so check_store found its facet
         self._facet: RateLimiting = facets.rates
         self._clock = clock if clock is not None else _shared_clock(facets)
+        self._store = store
 
-    def try_take(self, name: str, rate: Rate, n: int = 1) -> RateTake:
+    def try_take(self, name: str, rate: Rate, n: int = 1, *, tenant: str | None = None) -> RateTake:
         """Take ``n`` tokens of bucket ``name`` now if it holds them; never waits.
 
         ``RateTake.granted`` says whether it did; when not, ``retry_at`` (Unix
         ns, on this limiter's clock) is the first moment the same take could be.
+        ``tenant`` (``Cap.TENANT``) takes from that tenant's own bucket of the name:
+        each tenant has its own rate, and none draws from another's.
         """
         check_name("rate bucket", name)
+        if tenant is not None:
+            check_tenant(tenant)
+            if Cap.TENANT not in self._store.capabilities:
+                store = f"the {self._store.describe().driver} store"
+                raise Unsupported(Cap.TENANT, "a per-tenant rate bucket", store=store)
+            name = tenant_scoped(tenant, name, most=MAX_BUCKET_NAME, what="rate bucket")
         if not isinstance(rate, Rate):
             raise TypeError(f"rate must be a cairnflow.Rate, got {rate!r}")
         check_int("tokens", n, minimum=1)
@@ -218,18 +229,20 @@ class RateLimiter:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        tenant: str | None = None,
     ) -> bool:
         """Wait until bucket ``name`` admits ``n`` tokens; True once taken.
 
         False when ``timeout`` seconds pass first, or when ``cancel`` is set
-        (a step's cancellation): nothing was taken then.
+        (a step's cancellation): nothing was taken then. ``tenant`` as in
+        :meth:`try_take`.
         """
         if timeout is not None:
             check_seconds("timeout", timeout, zero=True)
         waiter = cancel if cancel is not None else threading.Event()
         give_up = None if timeout is None else self._clock.now_ns() + int(timeout * _NS)
         while True:
-            took = self.try_take(name, rate, n)
+            took = self.try_take(name, rate, n, tenant=tenant)
             if took.granted:
                 return True
             assert took.retry_at is not None

@@ -510,6 +510,7 @@ class Workflow:
         labels: Mapping[str, str] | None = None,
         paused: bool = False,
         when: TickPredicate | None = None,
+        tenant: str | None = None,
     ) -> Schedule:
         """Start a run of this workflow with ``payload`` at every tick of ``cron`` in ``tz``.
 
@@ -518,7 +519,8 @@ class Workflow:
         recompute it. ``misfire`` says what ticks missed while no client ran
         do, ``overlap`` what a tick does while the previous run is unfinished,
         ``windows`` when ticks may fire at all, and ``when(tick)`` decides at
-        each tick, on the node that fires it (True fires). See
+        each tick, on the node that fires it (True fires). Every run it fires
+        belongs to ``tenant`` (``Cap.TENANT``), when given. See
         :class:`cairnflow.Schedule` for every rule, DST included.
         """
         if name in self._schedules:
@@ -533,6 +535,7 @@ class Workflow:
             windows=tuple(windows),
             labels=labels or {},
             paused=paused,
+            tenant=tenant,
         )
         if when is not None:
             if not callable(when):
@@ -843,5 +846,7 @@ def schedule_capabilities(schedule: Schedule, what: str) -> dict[Cap, str]:
         needs[Cap.SCHEDULE_WINDOW] = f"the windows of {what}"
     if schedule.paused:
         needs[Cap.SCHEDULE_PAUSE] = f"{what}, declared paused"
+    if schedule.tenant is not None:
+        needs[Cap.TENANT] = f"the tenant of {what}"
     needs[Cap.CRON] = what  # last: the specific capabilities are named first
     return needs

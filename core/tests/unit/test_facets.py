@@ -10,6 +10,7 @@ import pytest
 import cairnflow as cf
 from cairnflow import Cap
 from cairnflow.store import (
+    ENGINE_ONLY,
     BatchOutcomes,
     KernelOutcomes,
     MemoryStore,
@@ -42,11 +43,14 @@ def test_a_declared_capability_without_its_facet_methods_is_refused_by_name() ->
 
 
 def test_a_capability_no_facet_carries_cannot_be_declared() -> None:
-    assert facet_of(Cap.TENANT) is None
-    with pytest.raises(StoreContractError, match="tenant has no store facet"):
-        check_store(_declaring(Cap.TENANT))
-    with pytest.raises(StoreContractError, match="tenant has no store facet"):
-        cf.Client(_declaring(Cap.TENANT))
+    unbuilt = [cap for cap in Cap if facet_of(cap) is None and cap not in ENGINE_ONLY]
+    if not unbuilt:
+        pytest.skip("every capability of the vocabulary is carried by a facet or the engine")
+    cap = unbuilt[0]
+    with pytest.raises(StoreContractError, match=f"{cap.value} has no store facet"):
+        check_store(_declaring(cap))
+    with pytest.raises(StoreContractError, match=f"{cap.value} has no store facet"):
+        cf.Client(_declaring(cap))
 
 
 def test_a_store_missing_a_kernel_method_is_refused() -> None:

@@ -63,6 +63,8 @@ MIGRATIONS = [
     "033_lifecycle_subs",
     "034_lifecycle_step_trigger",
     "035_lifecycle_run_trigger",
+    "036_tenant",
+    "037_archive_tenant",
 ]
 
 

@@ -54,7 +54,7 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
             admin_conn.execute(
                 f"""
                 INSERT INTO {t.runs} (id, workflow, queue, priority, state, payload, idem_key,
-                    active_key, labels, steps_left, created_at, run_at, finished_at)
+                    active_key, labels, steps_left, created_at, run_at, finished_at, tenant)
                 SELECT 'run_' || g, 'w' || (g %% 5), 'default', 0,
                     CASE WHEN g > %(finished)s THEN 'active'
                          WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END,
@@ -62,7 +62,9 @@ def history(postgres_url: str, admin_conn: psycopg.Connection[Any]) -> Iterator[
                     CASE WHEN g <= %(finished)s THEN NULL ELSE 'k' || g END,
                     '{{}}', CASE WHEN g <= %(finished)s THEN 0 ELSE 3 END,
                     %(now)s - g, %(now)s - g,
-                    CASE WHEN g <= %(finished)s THEN %(now)s - g + 1000 END
+                    CASE WHEN g <= %(finished)s THEN %(now)s - g + 1000 END,
+                    -- Cap.TENANT: three runs in four of 500 tenants, the fourth of none.
+                    CASE WHEN g %% 4 <> 0 THEN 'tenant-' || (g %% 500) END
                 FROM generate_series(1, %(finished)s + 60) AS g""",
                 {"finished": FINISHED, "now": NOW},
             )
@@ -350,6 +352,11 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "count_runs, failed, label prefix": q.count_runs(
             RunQuery(statuses=frozenset({Status.FAILED}), label_prefix=("tenant", "acme-12"))
         ),
+        "list_runs by tenant": q.list_runs(RunQuery(tenant="tenant-7"), before_seq=None, limit=51),
+        "list_runs by tenant, next page": q.list_runs(
+            RunQuery(tenant="tenant-7"), before_seq=FINISHED // 2, limit=51
+        ),
+        "count_runs by tenant": q.count_runs(RunQuery(tenant="tenant-7")),
         "stats: steps now": (store._stats._steps_now, ()),
         "stats: active runs": (store._stats._active_runs, ()),
         "stats: ended runs": (  # a window holding 1.5% of the history (it all ended in 0.1 ms)
@@ -581,6 +588,9 @@ def test_no_hot_path_query_scans_a_whole_table(
             name,
             indexes[name],
         )
+    # One tenant's runs, newest first and counted, along the partial tenant index.
+    for name in ("list_runs by tenant", "list_runs by tenant, next page", "count_runs by tenant"):
+        assert f"{prefix}runs_tenant" in indexes[name], (name, indexes[name])
     # A keyed claim reads the ready index as the plain one, and the keys by primary key.
     assert f"{prefix}steps_ready" in indexes["claim, keyed"], indexes["claim, keyed"]
     assert f"{prefix}limits_pkey" in indexes["claim, keyed"], indexes["claim, keyed"]

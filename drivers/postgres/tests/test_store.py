@@ -48,6 +48,7 @@ MIGRATIONS = [
     "019_forced_ready",
     "020_step_history_branches",
     "021_lifecycle",
+    "022_tenant",
 ]
 
 

@@ -190,6 +190,38 @@ def test_show_prints_a_runs_headers(tmp_path: Path) -> None:
     assert "headers" not in plain.stdout
 
 
+def test_a_run_is_enqueued_for_a_tenant_listed_by_it_and_shown_with_it(tmp_path: Path) -> None:
+    (tmp_path / "flows.py").write_text(textwrap.dedent(FLOWS))
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    assert cairn("migrate", url).returncode == 0
+    app = ("--app", "flows:workflows")
+    made = cairn("enqueue", url, "cli-echo", *app, "--payload", '{"n": 1}', "--tenant", "acme",
+                 cwd=tmp_path)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    acme = made.stdout.strip()
+    bare = cairn("enqueue", url, "cli-echo", *app, cwd=tmp_path).stdout.strip()
+    listed = cairn("runs", url, "--tenant", "acme", "--count", "--json")
+    assert listed.returncode == 0, listed.stderr
+    *rows, tail = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["id"], r["tenant"]) for r in rows] == [(acme, "acme")]
+    assert tail == {"cursor": None, "total": 1}
+    table = cairn("runs", url, "--tenant", "acme")  # a run id is never cut at 80 columns
+    assert acme in table.stdout and bare not in table.stdout
+    shown = cairn("show", url, acme)
+    assert shown.returncode == 0, shown.stderr
+    assert "tenant: acme" in shown.stdout
+    assert "{'n': 1}" in shown.stdout
+    assert "tenant" not in cairn("show", url, bare).stdout
+    assert json.loads(cairn("show", url, acme, "--json").stdout)["tenant"] == "acme"
+    bad = cairn("enqueue", url, "cli-echo", *app, "--tenant", "no good", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "invalid tenant name 'no good'" in bad.stdout + bad.stderr
+    assert "Traceback" not in bad.stderr
+    refused = cairn("runs", url, "--tenant", "no good")
+    assert refused.returncode == 2
+    assert "invalid tenant name" in refused.stderr
+
+
 def test_runs_are_filtered_counted_and_paged_from_the_command_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     store = cf.open_store(url)

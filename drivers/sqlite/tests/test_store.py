@@ -54,6 +54,7 @@ MIGRATIONS = [
     "019_forced_ready",
     "020_step_history_branches",
     "021_lifecycle",
+    "022_tenant",
 ]
 
 
@@ -146,8 +147,10 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
         for name in ("_steps_of", "_steps_with_runs", "_expired", "end_run", "_runs_succeeded"):
             text = re.sub(r",\s*(s\.)?concurrency_key\b", "", getattr(q, name))
             setattr(q, name, re.sub(r",\s*fifo_key = NULL", "", text))
+    if version < 20:  # a release before tenants: its statements read and write none
+        _without_run_column(store, "tenant")
     if version < 15:  # a release before run headers: its statements read and write none
-        _without_headers(store)
+        _without_run_column(store, "headers")
     if version < 6:  # a release before pauses: its claim reads no pauses table
         # (the parameters of today's claim, Queries.ready_params: the gate's two, the queue,
         # the workflows, the queue's pause, each compared with the queue here)
@@ -159,27 +162,29 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
     return store
 
 
-def _without_headers(store: SQLiteStore) -> None:
-    """Make ``store``'s statements those of a release before run headers (Cap.HEADERS)."""
+def _without_run_column(store: SQLiteStore, column: str) -> None:
+    """Make ``store``'s statements those of a release before the runs' last ``column`` (run
+    headers, Cap.HEADERS; the tenant, Cap.TENANT): the newest first, as they were added."""
     q = store._queries
     for name, text in list(vars(q).items()):
-        if isinstance(text, str) and "headers" in text:
-            setattr(q, name, re.sub(r",\s*(r\.)?headers\b", "", text))
+        if isinstance(text, str) and column in text:
+            setattr(q, name, re.sub(rf",\s*(r\.)?{column}\b", "", text))
     runs = q.insert_runs
+    assert runs.columns[-1] == column, f"{column} is not the runs' newest column"
     q.insert_runs = dataclasses.replace(
         runs,
         columns=runs.columns[:-1],
         types=runs.types[:-1],
-        single=re.sub(r", \?\)$", ")", re.sub(r",\s*headers\b", "", runs.single)),
+        single=re.sub(r", \?\)$", ")", re.sub(rf",\s*{column}\b", "", runs.single)),
     )
     enqueue = store._enqueue
     insert = enqueue.insert
 
-    def insert_without_headers(cur: Any, rows: Any) -> list[str]:
+    def insert_without(cur: Any, rows: Any) -> list[str]:
         run_ids, run_rows, *rest = rows
         return insert(cur, (run_ids, [row[:-1] for row in run_rows], *rest))
 
-    enqueue.insert = insert_without_headers  # type: ignore[method-assign]
+    enqueue.insert = insert_without  # type: ignore[method-assign]
 
 
 def scheduled() -> cf.Workflow:
@@ -537,6 +542,17 @@ def test_no_hot_path_statement_scans_a_table(db: Path) -> None:
             "cf_run_labels_value",
         ),
         "labels_within": (within, "cf_run_labels_value"),
+        # Tenants (schema 20): one tenant's runs newest first along the partial tenant index
+        # (tenant = ? implies its predicate), a page's cursor a range of it; counted there.
+        "list_runs by tenant": (
+            q.list_runs(RunQuery(tenant="acme"), before_seq=None, limit=51),
+            "cf_runs_tenant",
+        ),
+        "list_runs by tenant, next page": (
+            q.list_runs(RunQuery(tenant="acme"), before_seq=1000, limit=51),
+            "cf_runs_tenant",
+        ),
+        "count_runs by tenant": (q.count_runs(RunQuery(tenant="acme")), "cf_runs_tenant"),
         # Statistics (Cap.STATS): each count over the index holding what it counts.
         "stats: steps now": ((store._stats._steps_now, ()), "cf_steps_ready"),
         "stats: steps now, running": ((store._stats._steps_now, ()), "cf_steps_running_queue"),

@@ -60,6 +60,7 @@ from .schedules import ScheduleTests
 from .servers import ServerTests
 from .state import JournalTests, LockTests
 from .statistics import StatsTests
+from .tenants import TenantTests
 from .timing import DueQueryTests, ForceRunTests, RescheduleTests
 from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
@@ -126,6 +127,7 @@ class ConformanceSuite(
     CancelAllTests,
     CancelStepTests,
     StatsTests,
+    TenantTests,
     ServerTests,
     RetentionTests,
     ArchiveTests,

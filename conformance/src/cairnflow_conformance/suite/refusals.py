@@ -251,6 +251,16 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         Cap.HEADERS, "enqueue-hook", lambda k: cf.Client(k.store, enqueue_hooks=[lambda w, h: None])
     ),
+    Refusal(
+        Cap.TENANT, "enqueue-tenant", lambda k: _idle(k).enqueue("kit-plain", 1, tenant="acme")
+    ),
+    Refusal(Cap.TENANT, "runs-tenant", lambda k: _idle(k).runs(tenant="acme")),
+    Refusal(Cap.TENANT, "schedule-tenant", _needs(Cap.TENANT, lambda wf: _cron(wf, tenant="acme"))),
+    Refusal(
+        Cap.TENANT,
+        "add-schedule-tenant",
+        lambda k: _idle(k).add_schedule("kit-plain", cf.Schedule("s", "* * * * *", tenant="acme")),
+    ),
     Refusal(Cap.ENQUEUE_ONLY, "enqueue-only", lambda k: cf.Client(k.store, enqueue_only=True)),
     Refusal(Cap.JOURNAL, "journal", lambda k: cf.Journal(k.store)),
     Refusal(Cap.LOCKS, "locks", lambda k: cf.Locks(k.store)),

@@ -235,6 +235,7 @@ class _Pages:
             "queue": params.get("queue", "").strip(),
             "status": params.get("status", "").strip(),
             "label": params.get("label", "").strip(),
+            "tenant": params.get("tenant", "").strip(),
         }
         context: dict[str, Any] = {
             "filters": filters,
@@ -244,6 +245,7 @@ class _Pages:
             "unsupported": None,
             "next_url": None,
             "first_url": None,
+            "tenants": Cap.TENANT in self.client.capabilities,
         }
         try:
             self._needs(Cap.RUN_QUERY, "runs cannot be listed")
@@ -254,11 +256,14 @@ class _Pages:
                     raise ValueError("label filter: write NAME=PREFIX, e.g. tenant=acme")
                 self._needs(Cap.LABEL_PREFIX, "runs cannot be filtered by label prefix")
                 label_prefix = (name, prefix)
+            if filters["tenant"]:
+                self._needs(Cap.TENANT, "runs cannot be filtered by tenant")
             listing = self.client.runs(
                 workflow=filters["workflow"] or None,
                 queue=filters["queue"] or None,
                 status=filters["status"] or None,
                 label_prefix=label_prefix,
+                tenant=filters["tenant"] or None,
                 cursor=params.get("cursor") or None,
                 limit=50,
             )

@@ -183,6 +183,8 @@ class AdminMethods:
     ) -> RunQuery:
         """The operator's filter as ``list_runs`` takes it, narrowed to ``states``."""
         if query is not None:
+            if query.tenant is not None:
+                self._state.require(Cap.TENANT, "a RunQuery with a tenant")
             if workflow is not None or labels:
                 raise ValueError("pass a RunQuery or workflow/labels, not both")
             narrowed = states if query.statuses is None else states & query.statuses

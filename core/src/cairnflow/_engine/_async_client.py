@@ -90,12 +90,13 @@ class AsyncClient:
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
         headers: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> RunRef:
         """:meth:`Client.enqueue <cairnflow.Client.enqueue>`, in the thread pool."""
         enqueue = self._client.enqueue
         return await self._call(
             enqueue, workflow, payload, key=key, delay=delay, labels=labels, queue=queue,
-            headers=headers,
+            headers=headers, tenant=tenant,
         )  # fmt: skip
 
     async def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
@@ -113,6 +114,7 @@ class AsyncClient:
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
         headers: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> RunRef:
         """Enqueue inside the application's async transaction ``tx``; awaited on it.
 
@@ -136,7 +138,7 @@ class AsyncClient:
                 "connection: use client.enqueue_tx() with its sync connection"
             )
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers, tenant)
         # Built in the pool: the run's "now" may be the database's clock, which reads the
         # database when it resyncs (database_clock=True, once a minute).
         new = await self._call(lambda: client._new_run(job, state.now()))

@@ -20,7 +20,7 @@ from .._errors import (
 )
 from .._fleet import HandedBack, Recycle, StopCause, StopReport
 from .._models import Job, RunError, RunInfo, RunRef, Status, StepEvent, StepKind
-from .._names import check_headers, check_key, check_labels, check_name
+from .._names import check_headers, check_key, check_labels, check_name, check_tenant
 from .._queues import QueueConfig
 from ..clock import Clock, DatabaseClock, Real, Subscribable
 from ..codec import Codec, JSONCodec
@@ -670,6 +670,7 @@ class Client(
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
         headers: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> RunRef:
         """Enqueue one run of ``workflow`` with ``payload``; return its reference.
 
@@ -680,7 +681,10 @@ class Client(
         on another queue than its workflow's (``Cap.QUEUE_OVERRIDE``).
         ``headers`` (``Cap.HEADERS``) are short strings kept with the run that
         every step reads as ``ctx.headers``, after those the client's enqueue
-        hooks added (the caller's win).
+        hooks added (the caller's win). ``tenant`` (``Cap.TENANT``) is the
+        tenant the run belongs to: kept in its own column, filtered on by
+        :meth:`runs`, read by its steps as ``ctx.tenant``, and the owner of its
+        per-tenant concurrency keys (``Concurrency(per_tenant=True)``).
 
         One call makes one run, with or without a key, even when the
         connection is lost while the run is committed: the write is sent
@@ -689,7 +693,7 @@ class Client(
         names the run id, whose fate is unknown.
         """
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers, tenant)
         return self._create([job])[0]
 
     def enqueue_many(self, jobs: Iterable[Job]) -> list[RunRef]:
@@ -715,11 +719,13 @@ class Client(
         labels: Mapping[str, str] | None = None,
         queue: str | None = None,
         headers: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> RunRef:
         """Enqueue inside the application's own transaction ``tx`` (a driver connection).
 
         ``queue`` puts the run on another queue than its workflow's, as with
-        :meth:`enqueue` (``Cap.QUEUE_OVERRIDE``).
+        :meth:`enqueue` (``Cap.QUEUE_OVERRIDE``); ``tenant`` as with :meth:`enqueue`
+        (``Cap.TENANT``).
         The run commits or rolls back with the application's writes. Call
         :meth:`wake` after the commit to start it without waiting for a poll.
         Nothing is sent again here when the store is unavailable: the
@@ -728,7 +734,7 @@ class Client(
         """
         self._state.require(Cap.TRANSACTIONAL_ENQUEUE, "enqueue_tx()")
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        job = Job(name, payload, key, _seconds(delay), labels, queue, headers)
+        job = Job(name, payload, key, _seconds(delay), labels, queue, headers, tenant)
         return self._create([job], tx=tx, wake=False)[0]
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> RunRef:
@@ -800,6 +806,10 @@ class Client(
                 run_at = now + int(delay * _NS)
         labels = check_labels(job.labels)
         headers = self._headers(workflow.name, job.headers)
+        tenant = None
+        if job.tenant is not None:
+            tenant = check_tenant(job.tenant)
+            state.require(Cap.TENANT, "enqueue(tenant=...)")
         queue = workflow.queue
         if job.queue is not None:
             state.require(Cap.QUEUE_OVERRIDE, "enqueue(queue=...)")
@@ -807,7 +817,7 @@ class Client(
         payload = self._encode(job.payload, f"the payload of workflow {workflow.name!r}")
         steps = self._steps[workflow.name]
         run_id, step_ids = self._writer.names(len(steps))
-        keys = _concurrency_keys(workflow, job.payload) if workflow.has_keys else ()
+        keys = _concurrency_keys(workflow, job.payload, tenant) if workflow.has_keys else ()
         return NewRun(
             id=run_id,
             workflow=workflow.name,
@@ -822,6 +832,7 @@ class Client(
             labels=labels,
             keys=keys,
             headers=headers,
+            tenant=tenant,
         )
 
     def _headers(self, workflow: str, given: Mapping[str, str] | None) -> dict[str, str]:
@@ -934,6 +945,7 @@ class Client(
         status: Status | str | Iterable[Status | str] | None = None,
         labels: Mapping[str, str] | None = None,
         label_prefix: tuple[str, str] | None = None,
+        tenant: str | None = None,
         created_since: int | None = None,
         created_until: int | None = None,
         finished_since: int | None = None,
@@ -947,8 +959,9 @@ class Client(
         Every filter given must hold: ``status`` one or several statuses (the
         active ones as exactly as the final ones); ``labels`` every given label;
         ``label_prefix`` ``(name, prefix)``: the label starts with the prefix
-        (``Cap.LABEL_PREFIX``); ``created_*`` / ``finished_*`` ranges of Unix
-        nanoseconds, ``since`` included, ``until`` excluded. Pass the returned
+        (``Cap.LABEL_PREFIX``); ``tenant`` one tenant's runs (``Cap.TENANT``);
+        ``created_*`` / ``finished_*`` ranges of Unix nanoseconds, ``since``
+        included, ``until`` excluded. Pass the returned
         ``cursor`` for the next page; ``count=True`` also counts every match
         (``RunList.total``). Each :class:`RunOverview` names its failed step
         and the error's summary. A bad filter raises :class:`~cairnflow.InvalidQuery`.
@@ -959,6 +972,7 @@ class Client(
             status=status,
             labels=labels,
             label_prefix=label_prefix,
+            tenant=tenant,
             created_since=created_since,
             created_until=created_until,
             finished_since=finished_since,
@@ -981,8 +995,11 @@ def _seconds(delay: float | timedelta | None) -> float | None:
     return check_seconds("delay", delay, zero=True)
 
 
-def _concurrency_keys(workflow: Workflow, payload: Any) -> tuple[ConcurrencyKey | None, ...]:
-    """Each step's concurrency key for a run of ``workflow`` with ``payload`` (at enqueue).
+def _concurrency_keys(
+    workflow: Workflow, payload: Any, tenant: str | None
+) -> tuple[ConcurrencyKey | None, ...]:
+    """Each step's concurrency key for a run of ``workflow`` with ``payload`` (at enqueue);
+    a per-tenant key is the run's ``tenant``'s (``Concurrency(per_tenant=True)``).
 
     Each key function is called once per run, on the enqueuing client; what it
     returns is checked here, before anything is written.
@@ -999,7 +1016,7 @@ def _concurrency_keys(workflow: Workflow, payload: Any) -> tuple[ConcurrencyKey 
             where = f"workflow {workflow.name!r}" + (
                 f", step {step.name!r}" if step.concurrency is not None else ""
             )
-            name = declared.compute(payload, where)
+            name = declared.compute(payload, where, tenant)
             key = computed[id(declared)] = ConcurrencyKey(name, declared.limit, declared.fifo)
         keys.append(key)
     return tuple(keys)

@@ -18,14 +18,25 @@ class RateMethods:
 
     _state: EngineState
 
-    def take(self, name: str, rate: Rate, n: int = 1, *, timeout: float | None = None) -> bool:
+    def take(
+        self,
+        name: str,
+        rate: Rate,
+        n: int = 1,
+        *,
+        timeout: float | None = None,
+        tenant: str | None = None,
+    ) -> bool:
         """Wait until bucket ``name`` admits ``n`` tokens at ``rate``; False after ``timeout``.
 
         Every caller of one bucket, on any client or process, must give the same
-        rate (:class:`~cairnflow.RateLimiter`).
+        rate (:class:`~cairnflow.RateLimiter`). ``tenant`` takes from that
+        tenant's own bucket of the name (``Cap.TENANT``).
         """
-        return self._state.rates("client.take()").take(name, rate, n, timeout=timeout)
+        limiter = self._state.rates("client.take()")
+        return limiter.take(name, rate, n, timeout=timeout, tenant=tenant)
 
-    def try_take(self, name: str, rate: Rate, n: int = 1) -> RateTake:
-        """Take ``n`` tokens of bucket ``name`` if it holds them now; never waits."""
-        return self._state.rates("client.try_take()").try_take(name, rate, n)
+    def try_take(self, name: str, rate: Rate, n: int = 1, *, tenant: str | None = None) -> RateTake:
+        """Take ``n`` tokens of bucket ``name`` if it holds them now; never waits (``tenant``
+        as in :meth:`take`)."""
+        return self._state.rates("client.try_take()").try_take(name, rate, n, tenant=tenant)

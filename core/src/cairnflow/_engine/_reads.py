@@ -41,6 +41,8 @@ class RunOverview:
     finished_at_ns: int | None
     error: ErrorInfo | None
     step_counts: Mapping[str, int]
+    tenant: str | None = None
+    """The run's tenant (``Cap.TENANT``), None for a run without one."""
 
     @property
     def failed_step(self) -> str | None:
@@ -135,6 +137,7 @@ class RunReader:
         status: Status | str | Iterable[Status | str] | None = None,
         labels: Mapping[str, str] | None = None,
         label_prefix: tuple[str, str] | None = None,
+        tenant: str | None = None,
         created_since: int | None = None,
         created_until: int | None = None,
         finished_since: int | None = None,
@@ -149,7 +152,8 @@ class RunReader:
         active ones, pending, queued, running and waiting, as exactly as the
         final ones); ``labels`` every given label; ``label_prefix`` a
         ``(name, prefix)`` pair, the label ``name`` starting with ``prefix``
-        (``Cap.LABEL_PREFIX``); ``*_since`` / ``*_until`` Unix nanoseconds, the
+        (``Cap.LABEL_PREFIX``); ``tenant`` one tenant's runs (``Cap.TENANT``);
+        ``*_since`` / ``*_until`` Unix nanoseconds, the
         lower end included. Pass the returned ``cursor`` for the next page;
         ``count`` also returns how many runs match (``RunList.total``). A bad
         filter raises :class:`~cairnflow.InvalidQuery` naming it.
@@ -165,6 +169,7 @@ class RunReader:
             statuses=statuses,  # type: ignore[arg-type]  # checked by RunQuery
             labels=labels or {},
             label_prefix=label_prefix,
+            tenant=tenant,
             created_since=created_since,
             created_until=created_until,
             finished_since=finished_since,
@@ -176,6 +181,8 @@ class RunReader:
         )
         if label_prefix is not None:  # a malformed filter is refused first, whatever the store
             state.require(Cap.LABEL_PREFIX, "runs(label_prefix=...)")
+        if tenant is not None:
+            state.require(Cap.TENANT, "runs(tenant=...)")
         page = state.store.list_runs(query)
         now = state.now()
         overviews = tuple(
@@ -191,6 +198,7 @@ class RunReader:
                 finished_at_ns=summary.finished_at,
                 error=summary.error,
                 step_counts={str(k): v for k, v in summary.step_counts.items()},
+                tenant=summary.tenant,
             )
             for summary in page.runs
         )
@@ -252,6 +260,7 @@ class RunReader:
             result=result,
             error=stored.error,
             headers=stored.headers,
+            tenant=stored.tenant,
         )
 
     def _decode(self, data: bytes | None) -> Any:

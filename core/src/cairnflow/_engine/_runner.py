@@ -182,6 +182,7 @@ class StepRunner:
             parents=parents,
             labels=claimed.labels,
             headers=claimed.headers,
+            tenant=claimed.tenant,
             node_id=state.settings.node_id,
             queue=claimed.queue,
             deadline=running.deadline,

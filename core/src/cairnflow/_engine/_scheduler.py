@@ -92,9 +92,12 @@ class ScheduleInfo:
 
 
 def spec_of(schedule: Schedule) -> str:
-    """The declaration of ``schedule`` as JSON, for the store (``ScheduleRecord.spec``)."""
+    """The declaration of ``schedule`` as JSON, for the store (``ScheduleRecord.spec``); a
+    tenant only when it has one, so a schedule without stores the spec it always did."""
+    tenant = {} if schedule.tenant is None else {"tenant": schedule.tenant}
     return json.dumps(
         {
+            **tenant,
             "cron": schedule.cron,
             "tz": schedule.tz,
             "payload": schedule.payload,
@@ -127,6 +130,7 @@ def schedule_from_spec(name: str, spec: str) -> Schedule:
         overlap=Overlap(data.get("overlap", "allow")),
         windows=tuple(Window(**w) for w in data.get("windows", ())),
         labels=data.get("labels", {}),
+        tenant=data.get("tenant"),
     )
 
 
@@ -301,7 +305,8 @@ class Scheduler:
 
     def _run_of(self, record: ScheduleRecord, schedule: Schedule, now: int) -> NewRun:
         labels = {**schedule.labels, SCHEDULE_LABEL: record.name}
-        return self._make_run(Job(record.workflow, schedule.payload, labels=labels), now)
+        job = Job(record.workflow, schedule.payload, labels=labels, tenant=schedule.tenant)
+        return self._make_run(job, now)
 
     def _report(self, record: ScheduleRecord, ticks: list[TickRecord], run_ids: list[str]) -> None:
         """Tell ``on_tick`` of every tick written (fired ones with their runs, in order)."""

@@ -379,6 +379,7 @@ def _drain(client: Client, timeout: float) -> StopReport:
     "--label-prefix", callback=parse_label, metavar="NAME=PREFIX",
     help="Runs whose label NAME starts with PREFIX.",
 )  # fmt: skip
+@click.option("--tenant", default=None, help="Runs of this tenant.")
 @click.option(
     "--since", callback=parse_since, metavar="WHEN",
     help="Runs created since WHEN: a duration before now (30s, 90m, 2h, 7d) or an ISO time.",
@@ -395,6 +396,7 @@ def runs(
     statuses: tuple[str, ...],
     labels: dict[str, str],
     label_prefix: tuple[str, str] | None,
+    tenant: str | None,
     since: int | None,
     limit: int,
     cursor: str | None,
@@ -411,6 +413,7 @@ def runs(
             status=statuses or None,
             labels=labels,
             label_prefix=label_prefix,
+            tenant=tenant,
             created_since=since,
             limit=limit,
             cursor=cursor,
@@ -430,6 +433,7 @@ def runs(
                         "queue": run.queue,
                         "status": run.status.value,
                         "labels": dict(run.labels),
+                        "tenant": run.tenant,
                         "created_at_ns": run.created_at_ns,
                         "finished_at_ns": run.finished_at_ns,
                         "failed_step": run.failed_step,
@@ -445,7 +449,10 @@ def runs(
     table.add_column(
         "id", no_wrap=True, min_width=max((len(r.id) for r in listing.runs), default=2)
     )
-    for column in ("workflow", "status", "created", "finished", "steps", "error"):
+    tenants = any(run.tenant is not None for run in listing.runs)  # Cap.TENANT, when used
+    for column in ("workflow", *(("tenant",) if tenants else ()), "status", "created"):
+        table.add_column(column, overflow="fold")
+    for column in ("finished", "steps", "error"):
         table.add_column(column, overflow="fold")
     for run in listing.runs:
         steps = " ".join(f"{k}:{v}" for k, v in sorted(run.step_counts.items()))
@@ -456,6 +463,7 @@ def runs(
         table.add_row(
             run.id,
             run.workflow,
+            *((run.tenant or "",) if tenants else ()),
             run.status.value,
             from_ns(run.created_at_ns).isoformat(timespec="seconds"),
             finished,
@@ -494,6 +502,8 @@ def show(url: str, run_id: str, as_json: bool, pairs: tuple[str, ...]) -> None:
         return
     console.print(f"[bold]{info.id}[/bold] {info.workflow} [bold]{info.status.value}[/bold]")
     console.print(f"payload: {info.payload!r}  key: {info.key}  labels: {dict(info.labels)}")
+    if info.tenant is not None:
+        console.print(f"tenant: {info.tenant}", markup=False)
     if info.headers:
         console.print(f"headers: {dict(info.headers)}", markup=False)
     if info.error is not None:
@@ -595,6 +605,7 @@ def schedules_list(url: str, workflow: str | None, as_json: bool, pairs: tuple[s
                         "id": info.id,
                         "cron": info.cron,
                         "tz": info.tz,
+                        "tenant": info.schedule.tenant,
                         "next_fire_ns": info.next_fire_ns,
                         "paused": info.paused,
                         "last_fire_ns": info.last_fire_ns,
@@ -653,6 +664,44 @@ def schedules_resume(url: str, workflow: str, name: str, pairs: tuple[str, ...])
     finally:
         store.close()
     console.print(f"resumed {workflow}/{name}")
+
+
+@main.command()
+@click.argument("url")
+@click.argument("workflow")
+@click.option("--app", "app", required=True, help=APP_HELP)
+@click.option("--payload", default="null", help="The run's payload, as JSON.")
+@click.option("--key", default=None, help="An idempotency key.")
+@click.option(
+    "--label", "labels", multiple=True, callback=parse_labels, metavar="NAME=VALUE",
+    help="A label of the run (repeatable).",
+)  # fmt: skip
+@click.option("--tenant", default=None, help="The tenant the run belongs to.")
+@store_option
+def enqueue(
+    url: str,
+    workflow: str,
+    app: str,
+    payload: str,
+    key: str | None,
+    labels: dict[str, str],
+    tenant: str | None,
+    pairs: tuple[str, ...],
+) -> None:
+    """Enqueue one run of WORKFLOW (declared by --app) in URL (prints the run id)."""
+    try:
+        data = json.loads(payload)
+    except ValueError as error:
+        raise click.BadParameter(f"not JSON: {error}", param_hint="--payload") from None
+    workflows = _load_app(app)
+    store = _open(url, pairs, migrated=True)
+    try:
+        client = Client(store)
+        client.register(*workflows)
+        ref = client.enqueue(workflow, data, key=key, labels=labels, tenant=tenant)
+    finally:
+        store.close()
+    click.echo(ref.id)
 
 
 @schedules.command("trigger")

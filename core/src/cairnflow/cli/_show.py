@@ -78,6 +78,7 @@ def run_json(info: RunInfo, history: Iterable[StepEvent] | None) -> dict[str, An
         "key": info.key,
         "labels": dict(info.labels),
         "headers": dict(info.headers),
+        "tenant": info.tenant,
         "created_at_ns": info.created_at_ns,
         "run_at_ns": info.run_at_ns,
         "finished_at_ns": info.finished_at_ns,

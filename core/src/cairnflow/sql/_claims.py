@@ -261,6 +261,7 @@ class Claims(Part):
                     },
                     labels=labels,
                     headers=headers,
+                    tenant=run.tenant,
                 )
             )
         return claimed

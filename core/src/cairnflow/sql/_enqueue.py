@@ -161,6 +161,7 @@ class Enqueue(Part):
                     new.created_at,
                     run_at,
                     json.dumps(dict(new.headers), ensure_ascii=False) if new.headers else None,
+                    new.tenant,
                 )
             )
             for name, value in labels.items():  # the label index (Cap.LABEL_PREFIX)

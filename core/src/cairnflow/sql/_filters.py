@@ -59,6 +59,9 @@ def run_filter(
     if query.queue is not None:
         conditions.append("r.queue = ?")
         params.append(query.queue)
+    if query.tenant is not None:  # the runs_tenant index: (tenant, seq), newest first
+        conditions.append("r.tenant = ?")
+        params.append(query.tenant)
     if query.statuses is not None:
         sql, values = _statuses(query.statuses, query.now, tables)
         conditions.append(sql)

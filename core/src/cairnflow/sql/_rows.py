@@ -129,16 +129,18 @@ class ClaimedRun(NamedTuple):
     payload: bytes
     labels: dict[str, str]
     headers: dict[str, str]
+    tenant: str | None
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ClaimedRun:
-        """Convert a row of ``CLAIM_RUN_COLUMNS``; ``headers`` is absent in a schema before
-        run headers (a test's older release)."""
+        """Convert a row of ``CLAIM_RUN_COLUMNS``; ``headers`` and ``tenant`` are absent in a
+        schema before them (a test's older release)."""
         run_id, workflow, queue, payload, labels, *rest = row
         headers = rest[0] if rest else None
+        tenant = rest[1] if len(rest) > 1 else None
         return _new(cls, (
             to_text(run_id), to_text(workflow), to_text(queue), to_bytes(payload) or b"",
-            to_json(labels), to_headers(headers),
+            to_json(labels), to_headers(headers), _optional_text(tenant),
         ))  # fmt: skip
 
 
@@ -146,7 +148,7 @@ class ClaimedStep(NamedTuple):
     """A step a claim leased (``CLAIMED_COLUMNS``), with its run when the claim returned it.
 
     A dialect's claim returns raw rows (:data:`~cairnflow.sql.ClaimedRow`): the
-    step's eight columns, then the run's five where the statement could join
+    step's eight columns, then the run's seven where the statement could join
     them (Postgres's ``UPDATE ... FROM ... RETURNING``).
     """
 
@@ -336,20 +338,23 @@ class RunRow(NamedTuple):
     finished_at: int | None
     error: ErrorInfo | None
     headers: dict[str, str]
+    tenant: str | None
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> RunRow:
-        """Convert a row of ``RUN_COLUMNS``; ``headers`` is absent in a schema before run
-        headers (a test's older release)."""
+        """Convert a row of ``RUN_COLUMNS``; ``headers`` and ``tenant`` are absent in a schema
+        before them (a test's older release)."""
         (
             seq, run_id, workflow, queue, state, payload, idem_key, labels, created_at, run_at,
             finished_at, error, *rest,
         ) = row  # fmt: skip
         headers = rest[0] if rest else None
+        tenant = rest[1] if len(rest) > 1 else None
         return _new(cls, (
             int(seq), to_text(run_id), to_text(workflow), to_text(queue), to_text(state),
             to_bytes(payload) or b"", _optional_text(idem_key), to_json(labels), int(created_at),
             int(run_at), _optional_int(finished_at), to_error(error), to_headers(headers),
+            _optional_text(tenant),
         ))  # fmt: skip
 
     def stored(self, steps: tuple[StoredStep, ...]) -> StoredRun:
@@ -368,6 +373,7 @@ class RunRow(NamedTuple):
             error=self.error,
             steps=steps,
             headers=self.headers,
+            tenant=self.tenant,
         )
 
     def summary(self, step_counts: dict[StepStatus, int]) -> RunSummary:
@@ -384,6 +390,7 @@ class RunRow(NamedTuple):
             finished_at=self.finished_at,
             error=self.error,
             step_counts=step_counts,
+            tenant=self.tenant,
         )
 
 

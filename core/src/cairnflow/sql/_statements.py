@@ -45,7 +45,7 @@ UNFINISHED = ("blocked", "scheduled", "ready", "running", "sleeping", "waiting")
 # -- column lists (each is the fields of a row type of ._rows, in order) ----------------------
 RUN_COLUMNS = (
     "seq, id, workflow, queue, state, payload, idem_key, labels, created_at, run_at, "
-    "finished_at, error, headers"
+    "finished_at, error, headers, tenant"
 )
 """A run as reading reads it (:class:`~cairnflow.sql._rows.RunRow`)."""
 STEP_COLUMNS = (
@@ -55,7 +55,7 @@ STEP_COLUMNS = (
 """A step as reading reads it (:class:`~cairnflow.sql._rows.StepRow`)."""
 CLAIMED_COLUMNS = "id, run_id, name, kind, attempt, failures, reclaims, parents"
 """A claimed step (:class:`~cairnflow.sql._rows.ClaimedStep`)."""
-CLAIM_RUN_COLUMNS = "id, workflow, queue, payload, labels, headers"
+CLAIM_RUN_COLUMNS = "id, workflow, queue, payload, labels, headers, tenant"
 """What an attempt needs of its run (:class:`~cairnflow.sql._rows.ClaimedRun`)."""
 SCHEDULE_COLUMNS = (
     "id, workflow, name, spec, fingerprint, next_fire, paused, resumed_at, last_fire, "
@@ -115,8 +115,8 @@ def render(template: str, values: dict[str, Any]) -> str:
 INSERT_RUN = """
             INSERT INTO {runs}
                 (id, workflow, queue, priority, state, payload, idem_key, active_key, labels,
-                 steps_left, created_at, run_at, headers)
-            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?)"""
+                 steps_left, created_at, run_at, headers, tenant)
+            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 """One new run (``executemany``: every run of an enqueue in one statement)."""
 
 NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
@@ -132,6 +132,7 @@ NEW_RUN_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
     ("created_at", "int"),
     ("run_at", "int"),
     ("headers", "text"),
+    ("tenant", "text"),
 )
 """The values of a run row, in the order :data:`INSERT_RUN` takes them, and their kinds
 (:class:`~cairnflow.sql.BatchInsert`); ``state`` is ``'active'`` in every new run."""
@@ -178,8 +179,8 @@ NEW_STEP_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (
 INSERT_RUN_KEYED = """
             INSERT INTO {runs}
                 (id, workflow, queue, priority, state, payload, idem_key, active_key, labels,
-                 steps_left, created_at, run_at, headers, fifo_key)
-            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+                 steps_left, created_at, run_at, headers, tenant, fifo_key)
+            VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 """A new run of an enqueue with keys: and its fifo key (``Cap.KEY_FIFO``), or NULL."""
 
 RUN_KEY_VALUES: tuple[tuple[str, Literal["text", "int", "bytes"]], ...] = (("fifo_key", "text"),)

@@ -138,6 +138,7 @@ SQL_CAPABILITIES = frozenset(
         Cap.PROGRESS,
         Cap.RUN_QUERY,
         Cap.LABEL_PREFIX,
+        Cap.TENANT,
         Cap.HEADERS,
         Cap.STATS,
         Cap.SERVERS,

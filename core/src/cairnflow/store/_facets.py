@@ -728,6 +728,10 @@ KERNEL = Facet(
             # of its succeeded steps, latest first, before it ends (docs/guides/branches.md).
             Cap.WAIT_BRANCH,
             Cap.COMPENSATION,
+            # Promises of create_runs, claim, get_run and list_runs: NewRun.tenant kept with
+            # the run, handed back in ClaimedAttempt, StoredRun and RunSummary, and
+            # RunQuery.tenant filtered on.
+            Cap.TENANT,
         }
     ),
 )

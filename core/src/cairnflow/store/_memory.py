@@ -144,6 +144,7 @@ class _Run:
     steps_left: int = 0
     steps: dict[str, _Step] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)  # Cap.HEADERS
+    tenant: str | None = None  # Cap.TENANT
     signals: dict[str, deque[bytes]] = field(default_factory=dict)
 
 
@@ -282,6 +283,7 @@ class MemoryStore(
             closure=new.closure,
             fifo_key=new.fifo_key,
             headers=dict(new.headers),
+            tenant=new.tenant,
             # Compensations are not counted: they run only once the run failed (COMPENSATION).
             steps_left=sum(1 for spec in new.steps if spec.kind is not StepKind.COMPENSATION),
         )
@@ -411,6 +413,7 @@ class MemoryStore(
                     labels=dict(run.labels),
                     closure=run.closure,
                     headers=dict(run.headers),
+                    tenant=run.tenant,
                 )
             )
         return claimed
@@ -797,6 +800,7 @@ class MemoryStore(
                     state=run.state,
                     run_at=run.run_at,
                     labels=run.labels,
+                    tenant=run.tenant,
                     created_at=run.created_at,
                     finished_at=run.finished_at,
                     step_counts=counts,
@@ -822,6 +826,7 @@ class MemoryStore(
                     finished_at=r.finished_at,
                     error=r.error,
                     step_counts=counts,
+                    tenant=r.tenant,
                 )
                 for r, counts in page
             )
@@ -842,6 +847,7 @@ class MemoryStore(
             finished_at=run.finished_at,
             error=run.error,
             headers=dict(run.headers),
+            tenant=run.tenant,
             steps=tuple(
                 StoredStep(
                     name=s.name,

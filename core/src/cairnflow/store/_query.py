@@ -26,6 +26,7 @@ def run_matches(
     run_at: int,
     labels: Mapping[str, str],
     created_at: int,
+    tenant: str | None = None,
     finished_at: int | None,
     step_counts: Mapping[StepStatus, int],
 ) -> bool:
@@ -33,6 +34,8 @@ def run_matches(
     if query.workflow is not None and workflow != query.workflow:
         return False
     if query.queue is not None and queue != query.queue:
+        return False
+    if query.tenant is not None and tenant != query.tenant:
         return False
     if any(labels.get(name) != value for name, value in query.labels.items()):
         return False

@@ -15,7 +15,7 @@ from typing import Any
 from .._checks import check_int
 from .._errors import InvalidQuery
 from .._models import ErrorInfo, Status, StepKind, StepStatus
-from .._names import check_labels, check_name
+from .._names import check_labels, check_name, check_tenant
 from .._queues import DEFAULT_QUEUE
 from .._rates import Rate
 
@@ -142,6 +142,9 @@ class NewRun:
     headers: Mapping[str, str] = field(default_factory=dict)
     """Headers kept with the run (``Cap.HEADERS``), empty for most runs; a store that does
     not declare the capability never receives any."""
+    tenant: str | None = None
+    """The run's tenant (``Cap.TENANT``), checked; a store that does not declare the
+    capability never receives one."""
 
     def __post_init__(self) -> None:
         if len(self.step_ids) != len(self.steps):
@@ -224,6 +227,8 @@ class ClaimedAttempt:
     closure: Callable[..., Any] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     """The run's headers (``Cap.HEADERS``)."""
+    tenant: str | None = None
+    """The run's tenant (``Cap.TENANT``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +455,8 @@ class StoredRun:
     steps: tuple[StoredStep, ...]
     headers: Mapping[str, str] = field(default_factory=dict)
     """The run's headers (``Cap.HEADERS``)."""
+    tenant: str | None = None
+    """The run's tenant (``Cap.TENANT``)."""
 
 
 MAX_PAGE = 1000
@@ -464,7 +471,8 @@ class RunQuery:
     values, the derived active ones (pending, queued, running, waiting) as
     exactly as the final ones: a store derives them from the steps as
     :func:`derive_status` does, at ``now`` (a delayed run is ``pending`` until
-    its ``run_at``). ``labels`` are matched exactly; ``label_prefix`` is a
+    its ``run_at``). ``tenant`` keeps one tenant's runs (``Cap.TENANT``).
+    ``labels`` are matched exactly; ``label_prefix`` is a
     ``(name, prefix)`` pair that keeps runs whose label ``name`` starts with
     ``prefix`` (``Cap.LABEL_PREFIX``). Ranges are of Unix nanoseconds, the
     lower end included and the upper end excluded; a range on ``finished_at``
@@ -482,6 +490,8 @@ class RunQuery:
     statuses: frozenset[Status] | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     label_prefix: tuple[str, str] | None = None
+    tenant: str | None = None
+    """Only the runs of this tenant (``Cap.TENANT``)."""
     created_since: int | None = None
     created_until: int | None = None
     finished_since: int | None = None
@@ -501,6 +511,8 @@ class RunQuery:
             check_name("workflow", self.workflow)
         if self.queue is not None:
             check_name("queue", self.queue)
+        if self.tenant is not None:
+            check_tenant(self.tenant)
         if self.statuses is not None:
             given: object = self.statuses
             if isinstance(given, str) or not isinstance(given, Iterable):
@@ -600,6 +612,8 @@ class RunSummary:
     finished_at: int | None
     error: ErrorInfo | None
     step_counts: Mapping[StepStatus, int]
+    tenant: str | None = None
+    """The run's tenant (``Cap.TENANT``)."""
 
 
 @dataclass(frozen=True, slots=True)
