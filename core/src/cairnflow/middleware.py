@@ -10,7 +10,8 @@ enqueue hook adds headers to a run as it is enqueued (a trace context), which ev
 of the run then reads as ``ctx.headers``.
 
 Middleware are plain callables ``mw(ctx, call_next)``: they run in the worker thread
-around every step attempt, the first registered outermost, and return what the step
+around every step attempt (and every ``on_failure`` handler, whose ``ctx.step`` is
+``"<on_failure>"``), the first registered outermost, and return what the step
 returns (or something else). ``call_next()`` runs the rest of the chain and the step's
 code; an async step's coroutine is run to completion inside ``call_next()`` on the
 worker's event loop (as the engine runs every async step), so a middleware is the same

@@ -275,3 +275,39 @@ def test_the_async_client_enqueues_with_headers_and_hooks(
     ref = asyncio.run(main())
     info = client.wait(ref, timeout=TIMEOUT)
     assert info.result == {"hook": "mw-async-headers", "tenant": "acme"}
+
+
+def test_middleware_run_around_an_on_failure_handler_with_the_run_s_headers(
+    make_client: Factory, on: cf.Store
+) -> None:
+    # The seam the metrics and tracing integrations use covers on_failure handlers too
+    # (#17): ctx.step names no step, ctx.headers are the run's (a trace context).
+    log: list[str] = []
+    seen: list[tuple[str, str, dict[str, str], str | None]] = []
+    handled = threading.Event()
+
+    def look(ctx: cf.StepContext, call_next: Callable[[], Any]) -> Any:
+        seen.append((ctx.step, ctx.run_id, dict(ctx.headers), ctx.tenant))
+        return call_next()
+
+    wf = cf.Workflow("mw-failing")
+
+    @wf.step
+    def breaks(ctx: cf.StepContext, data: int) -> None:
+        raise cf.Permanent("broken")
+
+    @wf.on_failure
+    def report(failure: cf.RunFailure) -> None:
+        log.append(f"handler {failure.run_id} {failure.step}")
+        handled.set()
+
+    client = make_client(wf, on=on, middleware=[look, _recorder("m", log)])
+    ref = client.enqueue("mw-failing", 1, headers={"traceparent": "00-abc-def-01"})
+    assert client.wait(ref, timeout=TIMEOUT).status is cf.Status.FAILED
+    assert handled.wait(TIMEOUT)
+    assert seen == [
+        ("breaks", ref.id, {"traceparent": "00-abc-def-01"}, None),
+        ("<on_failure>", ref.id, {"traceparent": "00-abc-def-01"}, None),
+    ]
+    # First outermost, as around a step; the handler ran inside the chain.
+    assert log[-3:] == ["m><on_failure>#1", f"handler {ref.id} breaks", "m<None"]

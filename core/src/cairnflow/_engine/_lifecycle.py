@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _faults
+from .._errors import CairnError
 from .._models import (
     LIFECYCLE_ALL,
     LIFECYCLE_EVENTS,
@@ -42,8 +43,10 @@ from .._models import (
     LifecycleEvent,
     RunFailure,
 )
+from ..context import StepContext
 from ..ids import new_token
-from ..store import Lifecycle
+from ..middleware import chain
+from ..store import Lifecycle, StoredRun
 from ..workflow import Workflow
 from ._attempt import monotonic
 from ._state import EngineState
@@ -59,6 +62,40 @@ class _HandedBackError(Exception):
 
 
 _HANDED_BACK = _HandedBackError()
+
+ON_FAILURE_STEP = "<on_failure>"
+"""``ctx.step`` of the context the client's step middleware sees around an ``on_failure``
+handler (no step can be named so: a step's name starts with a letter or a digit)."""
+
+
+class _HandlerControl:
+    """What an ``on_failure`` handler's context offers: the client's locks and buckets.
+
+    The handler holds no step: the dispatcher renews its lease for it (a heartbeat is
+    nothing to do), and it has no progress or memo of a step to record.
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: EngineState) -> None:
+        self._state = state
+
+    def heartbeat(self) -> None:
+        """Nothing: the dispatcher renews the handler's lease while it runs."""
+
+    def progress(self, value: Any) -> None:
+        raise CairnError("an on_failure handler has no step to report progress on")
+
+    def memo(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        raise CairnError("an on_failure handler has no step to keep a memo in")
+
+    def locks(self, what: str) -> Any:
+        return self._state.locks(what)
+
+    def rates(self, what: str) -> Any:
+        return self._state.rates(what)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +131,13 @@ class LifecycleDispatcher:
         state: EngineState,
         outbox: Lifecycle,
         subscribers: Sequence[Subscriber],
-        read_payload: Callable[[str], Any],
+        read_run: Callable[[str], tuple[Any, StoredRun | None]],
     ) -> None:
         self._state = state
         self._outbox = outbox
         self._subscribers = tuple(subscribers)
-        self._read_payload = read_payload
+        self._read_run = read_run
+        """A run's decoded payload and its stored row (None once the run was deleted)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handler_done = threading.Event()
@@ -267,10 +305,11 @@ class LifecycleDispatcher:
         """Run the handler in a thread of its own, renewing its lease; the error it raised."""
         handler = workflow.failure_handler
         assert handler is not None  # only workflows with one are in _handlers
+        payload, stored = self._read_run(event.run_id)
         failure = RunFailure(
             run_id=event.run_id,
             workflow=event.workflow,
-            payload=self._read_payload(event.run_id),
+            payload=payload,
             step=None if event.error is None else event.error.step,
             error=event.error,
             attempt=event.deliveries,
@@ -279,9 +318,32 @@ class LifecycleDispatcher:
         outcome: list[BaseException | None] = []
         done = self._handler_done = threading.Event()  # set by the handler's end, or stop()
 
+        # The client's step middleware runs around the handler too (metrics, traces: the
+        # run's headers carry its trace context), with ctx.step ON_FAILURE_STEP.
+        ctx = StepContext(
+            run_id=event.run_id,
+            workflow=event.workflow,
+            step=ON_FAILURE_STEP,
+            attempt=event.deliveries,
+            payload=payload,
+            parents={},
+            labels={} if stored is None else stored.labels,
+            headers={} if stored is None else stored.headers,
+            tenant=None if stored is None else stored.tenant,
+            node_id=self._state.settings.node_id,
+            queue="" if stored is None else stored.queue,
+            deadline=None,
+            cancel_event=done,
+            control=_HandlerControl(self._state),
+        )
+        middleware = self._state.middleware
+
         def run() -> None:
             try:
-                handler(failure)
+                if middleware:
+                    chain(middleware, ctx, lambda: handler(failure))()
+                else:
+                    handler(failure)
                 outcome.append(None)
             except BaseException as error:  # noqa: BLE001 - reported to the dispatcher
                 outcome.append(error)

@@ -15,6 +15,7 @@ from typing import Any
 from .._caps import Cap
 from .._models import LIFECYCLE_KINDS, LifecycleEvent
 from .._names import check_name
+from ..store import StoredRun
 from ._lifecycle import LifecycleDispatcher, Subscriber
 from ._state import EngineState
 
@@ -84,10 +85,12 @@ class LifecycleMethods:
         )
         if outbox is None or not wanted:
             return
-        self._events = LifecycleDispatcher(state, outbox, self._subscribers, self._payload_of)
+        self._events = LifecycleDispatcher(state, outbox, self._subscribers, self._run_of)
         self._events.start()
 
-    def _payload_of(self, run_id: str) -> Any:
-        """The decoded payload of a run (None once the run was deleted)."""
+    def _run_of(self, run_id: str) -> tuple[Any, StoredRun | None]:
+        """A run's decoded payload and its stored row (None, None once the run was deleted)."""
         stored = self._state.store.get_run(run_id)
-        return None if stored is None else self._state.codec.decode(stored.payload)
+        return (
+            (None, None) if stored is None else (self._state.codec.decode(stored.payload), stored)
+        )
