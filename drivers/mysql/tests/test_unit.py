@@ -316,3 +316,20 @@ def test_server_version_names() -> None:
     assert str(ServerVersion("mysql", (8, 4, 2), "8.4.2")) == "MySQL 8.4.2"
     assert ServerVersion("mariadb", (10, 6, 0), "10.6.0-MariaDB").name == "MariaDB 10.6.0"
     assert pymysql.err.MySQLError is err.MySQLError
+
+
+def test_a_trigger_refused_for_binary_logging_says_how_to_migrate() -> None:
+    # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER (1419) cannot be had from this machine's MariaDB
+    # (binary logging off, and servers are not restarted in the tests): the server's answer
+    # is raised as PyMySQL raises it, and the migration step must say what to do.
+    class Refusing:
+        def execute(self, statement: str) -> None:
+            raise err.OperationalError(
+                1419,
+                "You do not have the SUPER privilege and binary logging is enabled (you *might*"
+                " want to use the less safe log_bin_trust_function_creators variable)",
+            )
+
+    dialect = MySQLDialect(parse_server_version("10.11.6-MariaDB"))
+    with pytest.raises(cf.CairnError, match=r"SET GLOBAL log_bin_trust_function_creators = 1"):
+        dialect.migration_statement(Refusing(), "CREATE TRIGGER t AFTER UPDATE ON x FOR EACH ROW")

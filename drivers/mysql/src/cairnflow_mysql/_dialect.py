@@ -79,6 +79,18 @@ def packet_limit(server: ServerVersion, max_allowed_packet: int) -> StatementLim
 _APPLIED_ALREADY = frozenset({1060, 1061})
 """ER_DUP_FIELDNAME, ER_DUP_KEYNAME: an ``ALTER TABLE ... ADD`` that ran before."""
 
+_TRIGGER_NEEDS_SUPER = 1419
+"""ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger created with binary logging on, by a user
+without SUPER, while ``log_bin_trust_function_creators`` is off (the triggers of the step
+history and of lifecycle events, 025, 031, 034 and 035)."""
+_TRIGGER_REFUSED = (
+    "this migration creates a trigger, and the server logs binary: MySQL lets a user without "
+    "the SUPER privilege create one only with log_bin_trust_function_creators=1. Run "
+    "'SET GLOBAL log_bin_trust_function_creators = 1' as an administrator (or set it in the "
+    "server's configuration), or migrate as a user with SUPER, then run cairn migrate again; "
+    "what was applied is kept ({error})"
+)
+
 
 class MySQLDialect(Dialect):
     """MySQL 8.0.1+ and MariaDB 10.6+, through PyMySQL.
@@ -237,6 +249,8 @@ class MySQLDialect(Dialect):
             if code in _APPLIED_ALREADY and (added or ddl.startswith("CREATE INDEX")):
                 log.info("a migration statement was applied already: %s", error)
                 return
+            if code == _TRIGGER_NEEDS_SUPER:
+                raise CairnError(_TRIGGER_REFUSED.format(error=error)) from error
             raise
 
     def application_connection(self, tx: Any) -> pymysql.connections.Connection[Any]:
