@@ -95,6 +95,8 @@ def test_tables_are_quoted_and_qualified() -> None:
             "app_runs_archive",
             "app_steps_archive",
             "app_step_history",
+            "app_lifecycle",
+            "app_lifecycle_subs",
             "app_migrations",
         ]
     finally:
