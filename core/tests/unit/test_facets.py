@@ -42,11 +42,15 @@ def test_a_declared_capability_without_its_facet_methods_is_refused_by_name() ->
         check_store(_declaring(Cap.DATABASE_CLOCK))
 
 
-def test_a_capability_no_facet_carries_cannot_be_declared() -> None:
+def test_a_capability_no_facet_carries_cannot_be_declared(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every capability of today's vocabulary is carried by a facet or the engine; a new one
+    # is added to the vocabulary before its facet is: TENANT stands for it, unregistered.
+    from cairnflow.store import _facets
+
     unbuilt = [cap for cap in Cap if facet_of(cap) is None and cap not in ENGINE_ONLY]
-    if not unbuilt:
-        pytest.skip("every capability of the vocabulary is carried by a facet or the engine")
-    cap = unbuilt[0]
+    cap = unbuilt[0] if unbuilt else Cap.TENANT
+    monkeypatch.setitem(_facets._BY_CAP, cap, None)  # type: ignore[arg-type]
+    assert facet_of(cap) is None
     with pytest.raises(StoreContractError, match=f"{cap.value} has no store facet"):
         check_store(_declaring(cap))
     with pytest.raises(StoreContractError, match=f"{cap.value} has no store facet"):
