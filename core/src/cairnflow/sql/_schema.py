@@ -17,12 +17,13 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Collection
 
 from .._errors import CairnError, SchemaNotReady, SchemaTooNew, Unavailable
 from ._migrations import Migration
 from ._parts import Part
 from ._rows import to_text
-from ._tables import TABLES
+from ._tables import TABLES, TABLES_OF_CAPABILITY
 from ._transactions import close_quietly, rollback_quietly, unavailable
 
 __all__ = ["Schema"]
@@ -114,8 +115,12 @@ class Schema(Part):
             scripts.append((migration.label, f"{body};\n{record};"))
         return scripts
 
-    def check(self) -> None:
-        """Refuse to start on a schema that is missing, behind, or newer than this release."""
+    def check(self, capabilities: Collection[str] = ()) -> None:
+        """Refuse to start on a schema that is missing, behind, or newer than this release.
+
+        ``capabilities``: what the store declares; a table only an undeclared capability
+        uses (:data:`TABLES_OF_CAPABILITY`) is not probed.
+        """
         tables, migrations, info = self.context.tables, self.context.migrations, self.context.info
         try:
             rows = self._tx.fetch(self._q.ledger)
@@ -142,6 +147,9 @@ class Schema(Part):
                 f"{tables.unqualified('')}*: run store.migrate() or `cairn migrate URL` first"
             )
         for table, probe in self._q.probe.items():
+            needs = TABLES_OF_CAPABILITY.get(table)
+            if needs is not None and needs not in capabilities:
+                continue
             try:
                 self._tx.fetch(probe)
             except Unavailable:

@@ -323,7 +323,7 @@ class SQLStore:
 
     def check_schema(self) -> None:
         """Refuse to start on a schema that is missing, behind, or newer than this release."""
-        self._schema.check()
+        self._schema.check(self.capabilities)
 
     def drop_tables(self) -> None:
         """Drop every table of this namespace, the ledger included. Irreversible.

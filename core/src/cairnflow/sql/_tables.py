@@ -39,6 +39,12 @@ TABLES = (
 )
 """Every table of the schema, without prefix."""
 
+TABLES_OF_CAPABILITY = {"lifecycle": "lifecycle", "lifecycle_subs": "lifecycle"}
+"""Tables only a capability's statements read or write, by table: the capability's value.
+A store that does not declare it need not have them (the reference schema leaves the
+lifecycle outbox out: its rows are written by each driver's own triggers), so the schema
+check probes them only where it is declared."""
+
 
 @dataclass(frozen=True, slots=True)
 class Tables:
