@@ -78,6 +78,12 @@ def _shared() -> dict[str, Any]:
     return {"lock": threading.Lock(), "inflight": 0, "overlaps": 0, "chunks": []}
 
 
+def _recorded(shared: dict[str, Any]) -> int:
+    """How many runs the watched stores' prune chunks deleted, as recorded so far."""
+    with shared["lock"]:
+        return sum(len(done or ()) for _, done in shared["chunks"])
+
+
 def _pair(name: str) -> cf.Workflow:
     wf = cf.Workflow(name)
 
@@ -175,7 +181,12 @@ class RetentionTests:
                 prune_interval=0.05,
                 prune_chunk=3,
             )
-        wait_until(lambda: _gone(cairnflow_kit, old), TIMEOUT, "the old runs to be pruned")
+        # Gone once the last chunk committed; recorded when prune_runs returned to the watcher.
+        wait_until(
+            lambda: _gone(cairnflow_kit, old) and _recorded(shared) >= len(old),
+            TIMEOUT,
+            "the old runs to be pruned",
+        )
         with shared["lock"]:
             chunks = list(shared["chunks"])
         assert shared["overlaps"] == 0, "two clients pruned at once"
@@ -219,7 +230,14 @@ class RetentionTests:
             prune_interval=0.05,
             prune_chunk=2,
         )
-        wait_until(lambda: _gone(cairnflow_kit, old), TIMEOUT, "a successor to prune the rest")
+
+        # The runs are gone once the successor's last chunk committed; the watched store
+        # records that chunk a moment later, when prune_runs returns to it.
+        wait_until(
+            lambda: _gone(cairnflow_kit, old) and _recorded(shared) >= len(old) - 2,
+            TIMEOUT,
+            "a successor to prune the rest",
+        )
         with shared["lock"]:
             chunks = list(shared["chunks"])
         assert sum(len(done or ()) for _, done in chunks) == len(old) - 2
@@ -258,7 +276,11 @@ class RetentionTests:
             prune_interval=0.05,
             prune_chunk=20,
         )
-        wait_until(lambda: _gone(cairnflow_kit, old), TIMEOUT, "a successor to prune the rest")
+        wait_until(
+            lambda: _gone(cairnflow_kit, old) and _recorded(shared) > 0,
+            TIMEOUT,
+            "a successor to prune the rest",
+        )
         with shared["lock"]:
             chunks = list(shared["chunks"])
         assert chunks, "the successor pruned nothing"
