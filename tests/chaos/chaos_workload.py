@@ -223,3 +223,11 @@ class Enqueuer:
         """Enqueue ``count`` runs, cycling through ``workflows``."""
         for n in range(count):
             self.enqueue(workflows[n % len(workflows)])
+
+
+def workload_points() -> tuple[str, ...]:
+    """The fault points this workload passes: every one but the lifecycle dispatcher's (it has
+    no subscriber nor on_failure handler; the kit's lifecycle tests arm those, on every engine)."""
+    from cairnflow.testing import FAULT_POINTS
+
+    return tuple(point for point in FAULT_POINTS if not point.startswith("lifecycle."))

@@ -20,12 +20,9 @@ from chaos_engines import Engine
 from chaos_run import Chaos, on
 
 import cairnflow as cf
-from cairnflow.testing import FAULT_POINTS, Fault, faults, wait_until
+from cairnflow.testing import Fault, faults, wait_until
 
-POINTS = tuple(point for point in FAULT_POINTS if not point.startswith("lifecycle."))
-"""The points this workload passes: it has no lifecycle subscriber nor on_failure handler, so
-the lifecycle dispatcher's points (a stalled subscriber, a stalled handler) are armed by the
-kit's lifecycle tests instead (suite/lifecycle.py), on every engine."""
+POINTS = w.workload_points()
 
 
 def in_process(engine: Engine, tmp_path: Path, scenario: str) -> Chaos:

@@ -28,7 +28,7 @@ from chaos_engines import RESTARTS_ENV, Engine, PostgresEngine
 from chaos_run import FULL, Chaos, on
 
 import cairnflow as cf
-from cairnflow.testing import FAULT_POINTS, faults, wait_until
+from cairnflow.testing import faults, wait_until
 
 pytestmark = pytest.mark.skipif(
     os.name != "posix", reason="worker processes are killed with signals"
@@ -76,11 +76,7 @@ def test_faults_at_every_point_in_worker_processes(
         chaos.close()
     report_figures(chaos.figures)
     fired = {(f.point, f.action) for f in h.read_history(chaos.history_dir).faults}
-    # Every point the workload passes (no lifecycle subscriber here: the kit's lifecycle
-    # tests arm the dispatcher's points, test_fault_points.POINTS).
-    assert {point for point, _ in fired} == {
-        point for point in FAULT_POINTS if not point.startswith("lifecycle.")
-    }, fired
+    assert {point for point, _ in fired} == set(w.workload_points()), fired
     assert ("outcome.before_commit", "kill") in fired
     assert ("claim.before_commit", "kill") in fired
     assert chaos.fleet.landed.self_kills > 0, chaos.fleet.landed
