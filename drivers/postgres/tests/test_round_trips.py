@@ -128,6 +128,7 @@ def test_a_globally_limited_claim_costs_no_round_trip_more_than_a_plain_one(
 
     held = store.claim(request(limited))  # the limiter row is made, once, outside the trace
     trips: dict[str, int] = {}
+
     def claim(queue: QueueClaim) -> None:
         store.claim(request(queue))
 

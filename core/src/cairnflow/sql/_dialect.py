@@ -311,6 +311,14 @@ class Dialect:
         """Sort a database error (see :func:`~cairnflow.sql.default_classifier`)."""
         return default_classifier(error)
 
+    def recover(self, cursor: Cursor, error: BaseException) -> None:
+        """Repair what ``error`` left that a retry alone would meet again (default: nothing).
+
+        Called on the failed transaction's connection, rolled back, before a
+        retryable ``error`` is retried. A dialect that cannot repair it raises a
+        :class:`~cairnflow.CairnError` naming what the operator must do.
+        """
+
     def claim(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
         """Lease the steps ``plan`` describes in the open transaction; return their rows.
 

@@ -291,6 +291,8 @@ class Transactions:
                     # safe to run again. During COMMIT the outcome is unknown: report it.
                     again = kind.retryable or (kind.unavailable and not commit.committing)
                     if again and attempt < self.attempts:
+                        if kind.retryable:
+                            self.dialect.recover(cursor, error)
                         time.sleep(random.uniform(0.002, 0.02) * attempt)
                         continue
                     if kind.unavailable:

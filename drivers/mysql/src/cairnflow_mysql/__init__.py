@@ -9,7 +9,7 @@
 """
 
 from ._dialect import MySQLDialect, migration_lock_name
-from ._errors import classify_mysql_error
+from ._errors import broken_trigger, classify_mysql_error
 from ._server import (
     MIN_MARIADB,
     MIN_MYSQL,
@@ -33,6 +33,7 @@ __all__ = [
     "ServerVersion",
     "UnsupportedServer",
     "__version__",
+    "broken_trigger",
     "check_server_version",
     "classify_mysql_error",
     "migration_lock_name",

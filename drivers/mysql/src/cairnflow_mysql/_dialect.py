@@ -40,7 +40,7 @@ from cairnflow.sql import (
     StatementLimit,
 )
 
-from ._errors import classify_mysql_error
+from ._errors import broken_trigger, classify_mysql_error, error_code
 from ._server import ServerVersion
 
 __all__ = ["MySQLDialect", "migration_lock_name", "packet_limit"]
@@ -92,6 +92,19 @@ _TRIGGER_REFUSED = (
 )
 
 
+FLUSH_WAIT = 30
+"""Seconds a ``FLUSH TABLES`` of a broken trigger's tables waits for statements using them."""
+_NO_RELOAD = frozenset({1227, 1044, 1045})
+"""ER_SPECIFIC_ACCESS_DENIED_ERROR (RELOAD missing), ER_DBACCESS_DENIED_ERROR,
+ER_ACCESS_DENIED_ERROR."""
+_FLUSH_REFUSED = (
+    "a cached copy of one of {tables} holds a trigger that a killed connection left unparsed "
+    "({error}); the trigger is intact, but every statement given that copy fails until it "
+    "leaves the server's table cache. Grant this user the RELOAD privilege, so the store runs "
+    "FLUSH TABLES {tables} itself when this happens, or run it as an administrator now"
+)
+
+
 class MySQLDialect(Dialect):
     """MySQL 8.0.1+ and MariaDB 10.6+, through PyMySQL.
 
@@ -103,6 +116,9 @@ class MySQLDialect(Dialect):
     """
 
     name = "mysql"
+    trigger_tables: tuple[str, ...] = ()
+    """The quoted names of the store's tables that have triggers (set by the store), which
+    :meth:`recover` flushes from the table cache."""
     paramstyle: Literal["qmark", "format"] = "format"
     quote_char = "`"
     for_update = " FOR UPDATE"
@@ -158,6 +174,42 @@ class MySQLDialect(Dialect):
         if found.retryable:
             retry_log.debug("retryable error %s: the transaction runs again", error)
         return found
+
+    def recover(self, cursor: Cursor, error: BaseException) -> None:
+        """Evict the store's trigger tables from the table cache if a copy holds a broken trigger.
+
+        A connection killed while the server parsed a table's triggers leaves
+        that copy of the table in the cache unusable, though the triggers are
+        intact (:func:`~cairnflow_mysql.broken_trigger`; measured on MariaDB
+        10.11: a ``KILL`` during the open of ``steps`` made every later write
+        that took that copy fail until a ``FLUSH``). ``FLUSH TABLES`` of the
+        store's tables that have triggers (:attr:`trigger_tables`) drops every
+        cached copy, so the retry opens and parses them again. It waits at most
+        ``FLUSH_WAIT`` seconds for statements using them, and needs the RELOAD
+        privilege: without it, a :class:`~cairnflow.CairnError` says so, since
+        no retry can succeed until the copy leaves the cache.
+        """
+        if not broken_trigger(error) or not self.trigger_tables:
+            return
+        tables = ", ".join(self.trigger_tables)
+        log.warning(
+            "a cached copy of a table holds a trigger left unparsed by a killed connection "
+            "(%s): FLUSH TABLES %s, then the transaction runs again",
+            error,
+            tables,
+        )
+        try:
+            cursor.execute(f"SET SESSION lock_wait_timeout = {FLUSH_WAIT:d}")
+            try:
+                cursor.execute(f"FLUSH TABLES {tables}")
+            finally:
+                cursor.execute("SET SESSION lock_wait_timeout = DEFAULT")
+        except pymysql.err.MySQLError as flush_error:
+            if error_code(flush_error) in _NO_RELOAD:
+                raise CairnError(_FLUSH_REFUSED.format(tables=tables, error=error)) from error
+            log.warning(
+                "FLUSH TABLES %s failed (%s); the transaction runs again", tables, flush_error
+            )
 
     def statement_size(self, cursor: Cursor, sql: str, params: Sequence[Any]) -> int:
         """The packet PyMySQL sends for ``sql`` with ``params``, plus one byte.

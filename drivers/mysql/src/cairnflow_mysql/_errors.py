@@ -10,6 +10,8 @@ here, before the shared :func:`~cairnflow.sql.default_classifier` (which reads
 
 from __future__ import annotations
 
+import re
+
 from pymysql import err
 
 from cairnflow.sql import ErrorClass, default_classifier
@@ -20,6 +22,7 @@ __all__ = [
     "RETRYABLE",
     "UNAVAILABLE",
     "UNIQUE",
+    "broken_trigger",
     "classify_mysql_error",
     "error_code",
 ]
@@ -70,6 +73,29 @@ REFUSED = frozenset(
 )
 """The server refused a value for what it is: the same values would be refused again."""
 
+PARSE_ERROR = 1064
+"""ER_PARSE_ERROR, also what a table whose trigger did not parse when it was opened reports."""
+_BROKEN_TRIGGER = re.compile(r"(Unknown trigger|Trigger '.*?') has an error in its body", re.S)
+
+
+def broken_trigger(error: BaseException) -> bool:
+    """True for a statement refused because its table's cached copy holds an unparsed trigger.
+
+    The server parses a table's triggers each time it opens the table into its
+    table cache. A connection killed during that parse (MariaDB 10.11 does it
+    within a tenth of a millisecond of a ``KILL``) leaves the copy in the cache
+    with the trigger marked unparseable, and every later statement that opens
+    that copy is refused with ``ER_PARSE_ERROR`` and this message, until the
+    copy leaves the cache. The trigger itself is intact: a retry after
+    ``FLUSH TABLES`` of the table succeeds (:meth:`MySQLDialect.recover`).
+    """
+    return (
+        isinstance(error, err.MySQLError)
+        and error_code(error) == PARSE_ERROR
+        and _BROKEN_TRIGGER.match(str(error.args[1]) if len(error.args) > 1 else "") is not None
+    )
+
+
 _LOST_PROTOCOL = ("packet sequence number wrong", "invalid connection", "connection is closed")
 
 
@@ -85,10 +111,12 @@ def classify_mysql_error(error: BaseException) -> ErrorClass:
     """Sort an exception raised through PyMySQL (others go to the shared classifier).
 
     Unique violation: 1062 (and 1586). Retryable: 1213 (deadlock), 1205 (lock
-    wait timeout), 1020, 1412. Unavailable: every ``InterfaceError`` (PyMySQL's
-    "the connection is closed"), lost or refused connections (2002, 2003,
-    2006, 2013, 2055, ...), a killed connection (1927), a server shutting
-    down (1053), too many connections (1040), and a protocol out of step
+    wait timeout), 1020, 1412, and a table whose cached copy holds a trigger a
+    killed connection left unparsed (:func:`broken_trigger`). Unavailable:
+    every ``InterfaceError`` (PyMySQL's "the connection is closed"), lost or
+    refused connections (2002, 2003, 2006, 2013, 2055, ...), a killed
+    connection (1927), a server shutting down (1053), too many connections
+    (1040), and a protocol out of step
     after a connection died mid-packet. Refused: a value the server will not
     store (:data:`REFUSED`).
     """
@@ -97,7 +125,7 @@ def classify_mysql_error(error: BaseException) -> ErrorClass:
     code = error_code(error)
     if code in UNIQUE:
         return ErrorClass(unique_violation=True)
-    if code in RETRYABLE:
+    if code in RETRYABLE or broken_trigger(error):
         return ErrorClass(retryable=True)
     if code in UNAVAILABLE or isinstance(error, err.InterfaceError):
         return ErrorClass(unavailable=True)

@@ -206,6 +206,7 @@ class MySQLStore(SQLStore):
             tx_attempts=opts.get("tx_attempts", 10),
             notifier=LOCAL if notifier is None else notifier,
         )
+        dialect.trigger_tables = (self.tables.runs, self.tables.steps)  # 031, 034, 035
         # User locks (the migration lock) are server-wide: name the database too.
         self._channel = f"cairnflow_mysql_{self.database}.{prefix}"
         try:
