@@ -149,3 +149,54 @@ def test_a_globally_limited_claim_costs_no_round_trip_more_than_a_plain_one(
             f"SELECT count(*) FROM {store.tables.steps} WHERE status = 'running'"
         ).fetchone()  # type: ignore[misc]
     assert running <= 50
+
+
+KEYED_EXTRA = 2
+"""What a keyed claim reads before it can lease (docs/claim.md, 4): its candidates, then
+their keys' rows, locked. The moves of the keys' counts and the lease are sent, not read,
+so they travel with the claim's last trip (with the COMMIT, after an outcome batch)."""
+
+
+@pytest.mark.skipif(not hasattr(Trace, "SUPPRESS_TIMESTAMPS"), reason="needs libpq 14 traces")
+def test_a_keyed_claim_costs_two_round_trips_more_than_a_plain_one(
+    make_store: Callable[..., PostgresStore], tmp_path: Path
+) -> None:
+    store = make_store(max_size=1, notify=False)
+    client = cf.Client(store)
+    keyed = cf.Workflow("keyed", concurrency=cf.Concurrency(key=lambda n: f"k{n % 20}", limit=2))
+    keyed.step(lambda ctx, data: None, name="only")
+    client.register(keyed)
+    client.enqueue_many([cf.Job("keyed", i) for i in range(80)])
+    trace = tmp_path / "trace"
+    held: list[cf.store.ClaimedAttempt] = []
+
+    def request(keys: bool) -> ClaimRequest:
+        now = time.time_ns()
+        return ClaimRequest(
+            frozenset({"keyed"}), 4, now, now + 600 * 10**9, "n", (QueueClaim("default"),), keys
+        )
+
+    def claim(keys: bool) -> None:
+        held.extend(store.claim(request(keys)))
+
+    def finish_one_and_claim(keys: bool) -> None:
+        done = [(held.pop().token, Succeeded(b"null"))]
+        held.extend(store.finish_and_claim(done, time.time_ns(), request(keys))[1])
+
+    trips: dict[str, int] = {}
+    for keys in (False, True):
+        trips[f"claim, keys={keys}"] = _round_trips(store, trace, functools.partial(claim, keys))
+        trips[f"finish_and_claim, keys={keys}"] = _round_trips(
+            store, trace, functools.partial(finish_one_and_claim, keys)
+        )
+    assert trips["claim, keys=True"] == trips["claim, keys=False"] + KEYED_EXTRA, trips
+    assert (
+        trips["finish_and_claim, keys=True"] == trips["finish_and_claim, keys=False"] + KEYED_EXTRA
+    ), trips
+    # The keyed claims leased what they read: every attempt held is a running step.
+    assert len(held) == 4 * 4 - 2  # four claims of 4, two of them after finishing one
+    with store.pool.connection() as conn:
+        (running,) = conn.execute(
+            f"SELECT count(*) FROM {store.tables.steps} WHERE status = 'running'"
+        ).fetchone()  # type: ignore[misc]
+    assert running == len(held)

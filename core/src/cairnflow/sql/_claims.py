@@ -128,7 +128,7 @@ class Claims(Part):
             leased = self._send_keyed(cur, request, asks, room, claimed, released, buckets)
             if _faults.plan is not None:
                 _faults.fire(_faults.CLAIM_BEFORE_COMMIT)
-            return lambda: self._claimed(cur, secret, leased)
+            return lambda: self._claimed(cur, secret, leased())
         self.keys.release(cur, released)  # after the limiters: key rows are locked last
 
         def send_queue(ask: QueueClaim, left: int) -> Callable[[], list[ClaimedRow]]:
@@ -178,14 +178,15 @@ class Claims(Part):
         claimed: tuple[object, ...],
         released: Mapping[str, int],
         buckets: Buckets | None = None,
-    ) -> list[ClaimedRow]:
-        """A claim honouring concurrency keys; the rows it leased (docs/claim.md, 4).
+    ) -> Callable[[], list[ClaimedRow]]:
+        """A claim honouring concurrency keys; how to read the rows it leased (docs/claim.md, 4).
 
         Each queue's candidates are read and locked first (skipping full keys
         without locking them), then admitted under their keys' locks, all keys
         at once in name order, up to the request's limit in queue order; only
         the admitted are leased. A candidate over its key's free count is left
-        ready, never leased and handed back.
+        ready, never leased and handed back. The lease is sent, not read: in a
+        pipeline its rows come back with the COMMIT.
         """
         q = self._q
         counting = CountingCursor(cur, self._tx.stats)  # what the dialect sends, counted
@@ -203,14 +204,14 @@ class Claims(Part):
                 queue_of[candidate.id] = ask.name
         admitted = self.keys.admit(cur, candidates, released, limit=request.limit)
         if not admitted:
-            return []
+            return lambda: []
         leased = [c.id for c in candidates if c.id in admitted]
         if buckets is not None:
             for name in buckets.rate:
                 taken = sum(1 for step_id in leased if queue_of[step_id] == name)
                 self.limiters.charge(cur, buckets, name, taken)
         plan = q.claim_plan(workflows=workflows, queue=asks[0].name, limit=0, claimed=claimed)
-        return self._dialect.lease_ids(counting, plan, leased)
+        return self._dialect.send_lease_ids(counting, plan, leased)
 
     def _claimed(
         self, cur: Cursor, secret: str, rows: Sequence[ClaimedRow]

@@ -371,6 +371,17 @@ class Dialect:
         cursor.execute(self.sql(sql), params)
         return list(cursor.fetchall())
 
+    def send_lease_ids(
+        self, cursor: Cursor, plan: ClaimPlan, ids: Sequence[str]
+    ) -> Callable[[], list[ClaimedRow]]:
+        """Send :meth:`lease_ids`; return how to read its rows (inside a :meth:`pipeline`, later).
+
+        The default leases at once; an engine that pipelines sends the statements
+        and reads the rows when asked, as :meth:`send_claim` does.
+        """
+        rows = self.lease_ids(cursor, plan, ids)
+        return lambda: rows
+
     # -- enqueueing in the application's transaction (Cap.TRANSACTIONAL_ENQUEUE) --------------
     savepoint_name = "cairnflow_enqueue"
     """The savepoint :meth:`savepoint` holds in the application's transaction."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 from psycopg import IsolationLevel
-from psycopg.pq import TransactionStatus
+from psycopg.pq import PipelineStatus, TransactionStatus
 from psycopg_pool import PoolClosed, PoolTimeout
 
 from cairnflow import CairnError
@@ -274,6 +274,11 @@ class PostgresDialect(Dialect):
         ``BEGIN`` round trip of its own).
         """
         conn = _connection(cursor)
+        if conn.pgconn.pipeline_status != PipelineStatus.OFF:
+            # Within a pipeline already (a keyed claim's key locks, inside the claim's): a
+            # nested block would end with a sync of its own, one round trip for nothing.
+            yield conn.cursor
+            return
         with conn.pipeline():
             yield conn.cursor
 
@@ -355,6 +360,18 @@ class PostgresDialect(Dialect):
         sql, params = plan.update_returning_runs
         cursor.execute(self.sql(sql), params)
         return lambda: list(cursor.fetchall())
+
+    def send_lease_ids(
+        self, cursor: Cursor, plan: ClaimPlan, ids: Sequence[str]
+    ) -> Callable[[], list[ClaimedRow]]:
+        """Send the keyed claim's lease; its rows are read when the caller asks (in a
+        pipeline: with the outcome batch's COMMIT, one round trip)."""
+        sql, params = plan.mark_claimed(ids)
+        cursor.execute(self.sql(sql), params)
+        reading = _connection(cursor).cursor()
+        sql, params = plan.claimed_rows_runs(ids)
+        reading.execute(self.sql(sql), params)
+        return lambda: list(reading.fetchall())
 
     def lock_candidates(
         self, cursor: Cursor, ready: Statement, still_ready: Callable[[Sequence[str]], Statement]
