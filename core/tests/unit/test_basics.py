@@ -242,6 +242,40 @@ def test_default_ids_sort_in_the_order_they_were_made() -> None:
     assert len({made_id[20:] for made_id in made}) == len(made)
 
 
+def test_ids_made_together_are_made_as_one_by_one_and_sort_after_them() -> None:
+    # A batch enqueue names its runs and steps together (ids.default_ids): one clock read,
+    # one hold of the lock. They must be what the generator makes, in the same order.
+    before = [ids.default_id_generator("step") for _ in range(3)]
+    together = ids.default_ids("step", 700)  # more than one buffer's worth (256 ids)
+    after = ids.default_id_generator("step")
+    made = [*before, *together, after]
+    assert all(re.fullmatch(r"step_[0-9a-f]{32}", made_id) for made_id in made)
+    assert len({made_id[21:] for made_id in made}) == len(made), "random bits drawn twice"
+    inversions = sum(1 for a, b in itertools.pairwise(made) if a >= b)
+    assert inversions <= 1, "only a wrap of the 16-bit counter may put an id before the last"
+    assert ids.default_ids("run", 0) == []
+
+
+def test_a_batch_is_named_by_a_custom_generator_one_id_at_a_time_each_checked() -> None:
+    store = cf.MemoryStore()
+    asked: list[str] = []
+
+    def generator(kind: ids.IdKind) -> str:
+        asked.append(kind)
+        return f"{kind}-{len(asked)}" if len(asked) < 6 else "bad id"
+
+    client = cf.Client(store, id_generator=generator)
+    wf = cf.Workflow("pair")
+    first = wf.step(lambda ctx, data: data, name="first")
+    wf.step(lambda ctx, data: data, name="second", after=[first])
+    client.register(wf)
+    refs = client.enqueue_many([cf.Job("pair", 1)])
+    assert refs[0].id == "run-1" and asked == ["run", "step", "step"]
+    with pytest.raises(cf.InvalidName, match="1 to 64 printable ASCII"):
+        client.enqueue_many([cf.Job("pair", 2), cf.Job("pair", 3)])
+    assert [r.id for r in client.runs().runs] == ["run-1"], "a refused id wrote nothing"
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_draws_random_bits_of_its_own() -> None:
     # The default generator buffers random bits (cairnflow.ids._RANDOM_IDS at a time): a

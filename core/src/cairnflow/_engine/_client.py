@@ -258,6 +258,8 @@ class Client(
         )
         self._elector = self._make_elector(leader_election, leader_lease)
         self._steps: dict[str, tuple[NewStep, ...]] = {}
+        self._keyed: dict[str, bool] = {}
+        """Whether a registered workflow's runs carry a concurrency key (asked once per run)."""
         self._lifecycle = threading.Lock()
         self._started = False
         self._stopped = False
@@ -401,6 +403,7 @@ class Client(
                     now = self._state.now()
                     for schedule in workflow.schedules.values():
                         self._scheduler.record(workflow.name, schedule, now)
+            self._keyed[workflow.name] = workflow.has_keys
             self._steps[workflow.name] = tuple(
                 NewStep(
                     name=step.name,
@@ -769,7 +772,9 @@ class Client(
     def _create(self, jobs: Sequence[Job], *, tx: Any = None, wake: bool = True) -> list[RunRef]:
         state = self._state
         now = state.now()
-        runs = [self._new_run(job, now) for job in jobs]
+        steps = self._steps
+        names = self._writer.names_many([len(steps.get(job.workflow, ())) for job in jobs])
+        runs = [self._new_run(job, now, name) for job, name in zip(jobs, names, strict=True)]
         if tx is None:
             run_ids = self._writer.create(runs)
         else:
@@ -788,7 +793,11 @@ class Client(
         if any(run.run_at <= now for run in runs):
             state.work_made_ready(others=True)
 
-    def _new_run(self, job: Job, now: int) -> NewRun:
+    def _new_run(
+        self, job: Job, now: int, names: tuple[str, tuple[str, ...]] | None = None
+    ) -> NewRun:
+        """The run ``job`` makes, checked, named ``names`` (its id and its steps' ids; made
+        here when None)."""
         state = self._state
         workflow = state.registry.get(job.workflow)
         if workflow is None:
@@ -816,8 +825,9 @@ class Client(
             queue = check_name("queue", job.queue)
         payload = self._encode(job.payload, f"the payload of workflow {workflow.name!r}")
         steps = self._steps[workflow.name]
-        run_id, step_ids = self._writer.names(len(steps))
-        keys = _concurrency_keys(workflow, job.payload, tenant) if workflow.has_keys else ()
+        run_id, step_ids = self._writer.names(len(steps)) if names is None else names
+        keyed = self._keyed[workflow.name]
+        keys = _concurrency_keys(workflow, job.payload, tenant) if keyed else ()
         return NewRun(
             id=run_id,
             workflow=workflow.name,

@@ -18,6 +18,7 @@ COMMIT is the application's, and so is retrying it (a new call, new ids).
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 
@@ -48,6 +49,21 @@ class RunWriter:
         generator = self._generator
         run_id = ids.new_id(generator, "run")
         return run_id, tuple(ids.new_id(generator, "step") for _ in range(steps))
+
+    def names_many(self, sizes: Sequence[int]) -> list[tuple[str, tuple[str, ...]]]:
+        """:meth:`names` for runs of ``sizes`` steps each, in order.
+
+        The default generator makes them together (:func:`cairnflow.ids.default_ids`),
+        and its ids need no check; another generator is called once per id, each checked.
+        """
+        if self._generator is not ids.default_id_generator:
+            return [self.names(size) for size in sizes]
+        run_ids = ids.default_ids("run", len(sizes))
+        step_ids = iter(ids.default_ids("step", sum(sizes)))
+        return [
+            (run_id, tuple(itertools.islice(step_ids, size)))
+            for run_id, size in zip(run_ids, sizes, strict=True)
+        ]
 
     def create(self, runs: Sequence[NewRun]) -> list[str]:
         """``store.create_runs(runs)``, sent again while the store is unavailable.
