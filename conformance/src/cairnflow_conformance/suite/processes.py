@@ -26,6 +26,10 @@ from .._kit import Kit
 from .._markers import proves
 from ._shared import TIMEOUT, wait_until
 
+NUDGE_AFTER = 4.0
+"""Seconds a stalled worker stays paused with its step not yet rescued before it is nudged:
+its 1 s lease, the rescuer's start and first claim, with room for a slow machine."""
+
 __all__ = ["MultiProcessTests"]
 
 _GROUP = pytest.mark.xdist_group("cairnflow-conformance-processes")
@@ -229,6 +233,21 @@ class MultiProcessTests:
         )
         stalled.pause()
         rescuer = kit.processes.spawn("kit-rescuer", lease=5.0)  # only the stalled lease lapses
+        # A pause that lands inside one of the stalled worker's transactions (a lease renewal,
+        # every third of its 1 s lease) holds that transaction's locks until it resumes: on
+        # SQLite the database's write lock, which no other process can then take. Such a
+        # stall proves nothing about leases, so it is nudged (resumed for an instant, paused
+        # again) until the rescuer starts the step; its lease then lapses again.
+        ends = time.monotonic() + TIMEOUT
+        nudged = time.monotonic()
+        while kit.traces.count("exec", run=ref.id, step="hold", phase="started") < 2:
+            assert time.monotonic() < ends, f"no rescue in {TIMEOUT}s: {kit.processes.logs()}"
+            if time.monotonic() - nudged > NUDGE_AFTER:
+                stalled.resume()
+                time.sleep(0.02)
+                stalled.pause()
+                nudged = time.monotonic()
+            time.sleep(0.05)
         info = client.wait(ref, timeout=TIMEOUT)
         assert info.status is cf.Status.SUCCEEDED, (info.error, kit.processes.logs())
         winner = kit.stored_output(ref, "hold")
