@@ -434,6 +434,7 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         ),
         "lock_key": (q.lock_key, ("key_1",)),
         "move_key": (q.move_key, (1, "key_1")),
+        "lock_keys_array": (q.lock_keys_array, (["key_1", "key_3", "key_2"],)),
         "set_head": (q.set_head, (hot_run, "key_1")),
         "head_unfinished": (q.head_unfinished, (hot_run, "key_1")),
         "fifo_head": (q.fifo_head, ("key_1",)),
@@ -594,7 +595,7 @@ def test_no_hot_path_query_scans_a_whole_table(
     # A keyed claim reads the ready index as the plain one, and the keys by primary key.
     assert f"{prefix}steps_ready" in indexes["claim, keyed"], indexes["claim, keyed"]
     assert f"{prefix}limits_pkey" in indexes["claim, keyed"], indexes["claim, keyed"]
-    for name in ("lock_key", "move_key", "set_head"):
+    for name in ("lock_key", "move_key", "set_head", "lock_keys_array"):
         assert f"{prefix}limits_pkey" in indexes[name], (name, indexes[name])
     assert f"{prefix}runs_fifo" in indexes["fifo_head"], indexes["fifo_head"]
     # Retention: a chunk is a range of the finished index; the move goes by id and by run;

@@ -211,6 +211,10 @@ class Dialect:
     """True when a ``LIMIT`` may be an expression with a subquery: a globally limited queue's
     claim then counts the queue's running attempts in its own statement (``ROOM_LIMIT``) rather
     than in a statement read first (MySQL and MariaDB take only a number there)."""
+    key_arrays = False
+    """The engine takes a list as an array parameter (``?::text[]``, ``unnest``): a claim's
+    concurrency keys are locked by one statement, whatever their number (LOCK_KEYS_ARRAY;
+    Postgres through psycopg)."""
     pipelines = False
     """True when :meth:`pipeline` sends statements without waiting for each one's result."""
 

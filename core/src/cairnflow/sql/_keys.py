@@ -64,9 +64,9 @@ class Keys(Part):
     def _move(self, cur: Cursor, moves: Sequence[tuple[int, str]]) -> None:
         """Add each ``(count, name)``'s count to its key (in the order given: name order).
 
-        One ``executemany`` where the engine pipelines it (Postgres: one round
-        trip); otherwise one statement for every key (PyMySQL would send an
-        ``UPDATE`` per row).
+        One ``executemany`` where the engine pipelines it (Postgres: sent with the
+        claim's lease, not read); otherwise one statement for every key (PyMySQL
+        would send an ``UPDATE`` per row).
         """
         if not moves:
             return
@@ -78,12 +78,15 @@ class Keys(Part):
     def _lock(self, cur: Cursor, names: Sequence[str]) -> dict[str, KeyRow]:
         """Lock the rows of the keys ``names`` (ascending), read them; a missing one is absent.
 
-        Where the engine pipelines (Postgres), one primary-key lookup per key,
-        all sent together (one round trip; see LOCK_KEY for why not one
-        statement there); elsewhere one statement for every key (LOCK_KEYS).
+        Where the engine takes the names as an array (Postgres), one statement
+        joining them to the key rows (LOCK_KEYS_ARRAY); where it pipelines, one
+        primary-key lookup per key, all sent together (one round trip; see
+        LOCK_KEY); elsewhere one statement for every key (LOCK_KEYS).
         """
         q = self._q
-        if self._dialect.pipelines:
+        if self._dialect.key_arrays:
+            found = list(self._execute(cur, q.lock_keys_array, (list(names),)).fetchall())
+        elif self._dialect.pipelines:
             with self._dialect.pipeline(cur) as cursors:
                 sent = [self._execute(cursors(), q.lock_key, (name,)) for name in names]
                 found = [result.fetchone() for result in sent]

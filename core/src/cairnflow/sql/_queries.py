@@ -226,6 +226,7 @@ class Queries:
         self.move_key = r(s.MOVE_KEY)
         self._lock_keys = r(s.LOCK_KEYS)
         self._move_keys = r(s.MOVE_KEYS)
+        self.lock_keys_array = r(s.LOCK_KEYS_ARRAY)
         self.set_head = r(s.SET_HEAD)
         self.head_unfinished = r(s.HEAD_UNFINISHED)
         self.fifo_head = r(s.FIFO_HEAD)

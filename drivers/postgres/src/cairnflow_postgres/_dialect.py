@@ -238,6 +238,7 @@ class PostgresDialect(Dialect):
     lock_runs_joined = " FOR UPDATE OF r"
     batch_statements = True
     pipelines = True
+    key_arrays = True  # a claim's keys locked by one statement (LOCK_KEYS_ARRAY)
     limit_expressions = True
     # A batch enqueue's runs, then its steps, each as one INSERT ... SELECT FROM unnest(arrays)
     # (batch_insert). executemany, which psycopg pipelines, still runs the statement once per
