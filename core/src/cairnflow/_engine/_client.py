@@ -259,7 +259,8 @@ class Client(
         self._elector = self._make_elector(leader_election, leader_lease)
         self._steps: dict[str, tuple[NewStep, ...]] = {}
         self._keyed: dict[str, bool] = {}
-        """Whether a registered workflow's runs carry a concurrency key (asked once per run)."""
+        """Whether a registered workflow's runs carry a concurrency key: ``has_keys``, worked
+        out at register, where each new run looks it up."""
         self._lifecycle = threading.Lock()
         self._started = False
         self._stopped = False

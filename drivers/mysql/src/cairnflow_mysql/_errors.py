@@ -116,9 +116,8 @@ def classify_mysql_error(error: BaseException) -> ErrorClass:
     every ``InterfaceError`` (PyMySQL's "the connection is closed"), lost or
     refused connections (2002, 2003, 2006, 2013, 2055, ...), a killed
     connection (1927), a server shutting down (1053), too many connections
-    (1040), and a protocol out of step
-    after a connection died mid-packet. Refused: a value the server will not
-    store (:data:`REFUSED`).
+    (1040), and a protocol out of step after a connection died mid-packet.
+    Refused: a value the server will not store (:data:`REFUSED`).
     """
     if not isinstance(error, err.MySQLError):
         return default_classifier(error)
