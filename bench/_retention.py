@@ -17,7 +17,17 @@ from typing import Any
 
 import _apps
 from _engines import Engine
-from _workloads import Failed, enqueue_all, namespace, q, raw_one
+from _workloads import (
+    Failed,
+    analyze,
+    enqueue_all,
+    namespace,
+    null_payload,
+    numbered,
+    numbered_text,
+    q,
+    raw_one,
+)
 
 import cairnflow as cf
 
@@ -49,20 +59,9 @@ def fill_history(engine: Engine, prefix: str, runs: int) -> None:
     """``runs`` succeeded runs of ``noop``, each with its step, finished ten days ago."""
     old = time.time_ns() - 10 * _DAY_NS
     runs_table, steps_table = q(engine, prefix + "runs"), q(engine, prefix + "steps")
-    if engine.name == "postgres":
-        series, run_id = f"generate_series(1, {runs}) AS g (n)", "'hist_' || g.n"
-        step_id, payload = "'hstep_' || g.n", "'\\x6e756c6c'::bytea"
-    elif engine.name == "mariadb":
-        series, run_id = f"(SELECT seq AS n FROM seq_1_to_{runs}) g", "CONCAT('hist_', g.n)"
-        step_id, payload = "CONCAT('hstep_', g.n)", "x'6e756c6c'"
-    else:
-        series, run_id = "g", "'hist_' || g.n"
-        step_id, payload = "'hstep_' || g.n", "x'6e756c6c'"
-    with_series = (
-        f"WITH RECURSIVE g (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {runs}) "
-        if engine.name == "sqlite"
-        else ""
-    )
+    with_series, series = numbered(engine, runs)
+    run_id, step_id = numbered_text(engine, "hist_"), numbered_text(engine, "hstep_")
+    payload = null_payload(engine)
     conn = engine.connect()
     try:
         cur = conn.cursor()
@@ -80,13 +79,7 @@ def fill_history(engine: Engine, prefix: str, runs: int) -> None:
             f"0, 'succeeded', 1, 0, 0, {payload}, {old} + g.n, {old} + g.n + 1000 FROM {series}"
         )
         conn.commit()
-        if engine.name == "postgres":  # what autovacuum would have done by now
-            conn.autocommit = True
-            cur.execute(f"ANALYZE {runs_table}")
-            cur.execute(f"ANALYZE {steps_table}")
-        elif engine.name == "mariadb":
-            cur.execute(f"ANALYZE TABLE {runs_table}, {steps_table}")
-            cur.fetchall()
+        analyze(engine, conn, [runs_table, steps_table])
     finally:
         conn.close()
 

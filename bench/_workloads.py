@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,41 @@ def raw_one(engine: Engine, sql: str) -> tuple[Any, ...]:
 
 def q(engine: Engine, table: str) -> str:
     return f"`{table}`" if engine.name == "mariadb" else f'"{table}"'
+
+
+def numbered(engine: Engine, count: int) -> tuple[str, str]:
+    """The numbers 1 to ``count`` as ``g.n``, in the engine's SQL: (a ``WITH`` clause to put
+    before the ``SELECT``, or nothing; the ``FROM`` item)."""
+    if engine.name == "postgres":
+        return "", f"generate_series(1, {count}) AS g (n)"
+    if engine.name == "mariadb":
+        return "", f"(SELECT seq AS n FROM seq_1_to_{count}) g"
+    recursive = (
+        f"WITH RECURSIVE g (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {count}) "
+    )
+    return recursive, "g"
+
+
+def numbered_text(engine: Engine, text: str) -> str:
+    """``text`` followed by ``g.n``, as an SQL expression of the engine (ids of filled rows)."""
+    return f"CONCAT('{text}', g.n)" if engine.name == "mariadb" else f"'{text}' || g.n"
+
+
+def null_payload(engine: Engine) -> str:
+    """The JSON ``null`` as a bytes literal of the engine."""
+    return "'\\x6e756c6c'::bytea" if engine.name == "postgres" else "x'6e756c6c'"
+
+
+def analyze(engine: Engine, conn: Any, tables: Sequence[str]) -> None:
+    """What autovacuum (Postgres) or a DBA (MariaDB) would have done after a bulk fill."""
+    cur = conn.cursor()
+    if engine.name == "postgres":
+        conn.autocommit = True
+        for table in tables:
+            cur.execute(f"ANALYZE {table}")
+    elif engine.name == "mariadb":
+        cur.execute(f"ANALYZE TABLE {', '.join(tables)}")
+        cur.fetchall()
 
 
 def verify(engine: Engine, prefix: str, runs: int) -> None:

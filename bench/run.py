@@ -23,6 +23,7 @@ import _brokers
 import _engines
 import _finding
 import _retention
+import _scale
 import _workloads
 from rich.console import Console
 from rich.table import Table
@@ -41,6 +42,8 @@ FULL = {
     "idle": 10.0,
     "w7": 1_000_000,
     "history": 1_000_000,
+    "w8_queued": 1_000_000,
+    "w8_drain": 20_000,
 }
 QUICK = {
     "w1_single": 200,
@@ -54,6 +57,8 @@ QUICK = {
     "idle": 3.0,
     "w7": 20_000,
     "history": 20_000,
+    "w8_queued": 20_000,
+    "w8_drain": 2_000,
 }
 W4_BROKER_TARGET_MS = 10.0
 """Issue #19: an enqueue starts on an idle worker within 10 ms (p50) through a broker."""
@@ -113,6 +118,14 @@ def run_engine(
     emit({"engine": engine.name, "workload": "W2 history", **w2h}, out)
     w2p = _retention.w2_pruning(engine, runs=sizes["w2"], history=sizes["history"])
     emit({"engine": engine.name, "workload": "W2 pruning", **w2p}, out)
+    # Scale (#20): one worker process draining a shallow queue and a deep one (Postgres,
+    # SQLite); one worker process against four on one queue (Postgres: SQLite has one writer).
+    if engine.name in ("postgres", "sqlite"):
+        w8 = _scale.w8_depth(engine, queued=sizes["w8_queued"], drain=sizes["w8_drain"])
+        emit({"engine": engine.name, "workload": "W8 depth", **w8}, out)
+    if engine.name == "postgres":
+        w8p = _scale.w8_processes(engine, runs=sizes["w8_drain"])
+        emit({"engine": engine.name, "workload": "W8 processes", **w8p}, out)
     w1 = _workloads.w1_enqueue(engine, single=sizes["w1_single"], batched=sizes["w1_batched"])
     w1["ratio_single"] = w1["enqueue_single_per_s"] / base["enqueue_single_per_s"]
     w1["ratio_many"] = w1["enqueue_many_per_s"] / base["enqueue_batched_per_s"]
@@ -214,6 +227,21 @@ def table(records: list[dict[str, Any]]) -> Table:
                 f"{r['pruned_during_w2']:,} pruned meanwhile",
                 f"{r['ratio_to_still']:.2f}x (target 0.80x); claim p95 {r['p95_ratio']:.2f}x "
                 f"(target 2x): {r['claim_p95_ms_pruning']:.1f} ms",
+            )
+        elif name == "W8 depth":
+            view.add_row(
+                engine,
+                f"W8 drain {r['drained']:,} of {r['queued']:,} queued, one process",
+                f"{r['runs_per_s_deep']:.0f} runs/s (of {r['drained']:,} queued: "
+                f"{r['runs_per_s_shallow']:.0f})",
+                f"{r['ratio_deep_to_shallow']:.2f}x (target 0.80x)",
+            )
+        elif name == "W8 processes":
+            view.add_row(
+                engine,
+                f"W8 {r['processes']} worker processes, {r['workers_per_process']} workers each",
+                f"{r['runs_per_s_many']:.0f} runs/s (one process {r['runs_per_s_one']:.0f})",
+                f"{r['ratio_many_to_one']:.2f}x one process (target 1.5x)",
             )
         elif name.startswith("W2q"):
             paused = f", {r['paused_ready']:,} paused ready" if r["paused_ready"] else ""

@@ -435,6 +435,13 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
         "lock_key": (q.lock_key, ("key_1",)),
         "move_key": (q.move_key, (1, "key_1")),
         "lock_keys_array": (q.lock_keys_array, (["key_1", "key_3", "key_2"],)),
+        "move_keys_array": (q.move_keys_array, (["key_1", "key_2", "key_3"], [1, -1, 2])),
+        # A keyed claim of one queue: READY_KEYED and the keys' locks in one statement, and its
+        # lease by id, returning the runs' columns.
+        "claim, keyed, with keys": q.ready_keyed_with_keys(
+            workflows=workflows, queue="default", limit=8, released=["key_2", "key_9"]
+        ),
+        "lease, keyed": claim.mark_claimed_returning_runs([hot_step, f"step_{FINISHED + 7}_0"]),
         "set_head": (q.set_head, (hot_run, "key_1")),
         "head_unfinished": (q.head_unfinished, (hot_run, "key_1")),
         "fifo_head": (q.fifo_head, ("key_1",)),
@@ -504,15 +511,25 @@ def _plan(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statem
 def _analyzed(conn: psycopg.Connection[Any], store: PostgresStore, statement: Statement) -> Any:
     """The plan of ``statement`` as it ran (EXPLAIN ANALYZE), under the claim's settings; the
     statement's writes are rolled back."""
+    return _explained(conn, store, statement)["Plan"]
+
+
+def _explained(
+    conn: psycopg.Connection[Any], store: PostgresStore, statement: Statement, *before: str
+) -> Any:
+    """EXPLAIN ANALYZE's whole report of ``statement`` (its plan, and its JIT if any), run
+    after the ``before`` statements and the claim's settings; its writes are rolled back."""
     text, params = statement
     with conn.transaction() as transaction, psycopg.ClientCursor(conn) as cursor:
+        for setting in before:
+            cursor.execute(setting)
         cursor.execute(CLAIM_SETTINGS)
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + store.dialect.sql(text), params)
         row = cursor.fetchone()
         raise psycopg.Rollback(transaction)
     assert row is not None
     document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-    return document[0]["Plan"]
+    return document[0]
 
 
 def test_no_hot_path_query_scans_a_whole_table(
@@ -595,8 +612,14 @@ def test_no_hot_path_query_scans_a_whole_table(
     # A keyed claim reads the ready index as the plain one, and the keys by primary key.
     assert f"{prefix}steps_ready" in indexes["claim, keyed"], indexes["claim, keyed"]
     assert f"{prefix}limits_pkey" in indexes["claim, keyed"], indexes["claim, keyed"]
-    for name in ("lock_key", "move_key", "set_head", "lock_keys_array"):
+    for name in ("lock_key", "move_key", "set_head", "lock_keys_array", "move_keys_array"):
         assert f"{prefix}limits_pkey" in indexes[name], (name, indexes[name])
+    for index in ("steps_ready", "limits_pkey"):
+        assert f"{prefix}{index}" in indexes["claim, keyed, with keys"], indexes
+    # The lease finds its steps by id, or in the partial index of the ready steps (where the
+    # statistics say few are ready): bounded either way.
+    by_id = {f"{prefix}steps_pkey", f"{prefix}steps_ready"}
+    assert indexes["lease, keyed"] & by_id, indexes["lease, keyed"]
     assert f"{prefix}runs_fifo" in indexes["fifo_head"], indexes["fifo_head"]
     # Retention: a chunk is a range of the finished index; the move goes by id and by run;
     # the archive is read along its own finished index, its steps by their primary key.
@@ -617,7 +640,8 @@ def test_no_hot_path_query_scans_a_whole_table(
         assert f"{prefix}lifecycle_pkey" in indexes[f"lifecycle: {name}"], (name, indexes)
     # No claim reads the cold tables.
     cold = {f"{prefix}runs_archive_pkey", f"{prefix}runs_archive_finished"}
-    for name in ("claim", "claim, one workflow", "claim, keyed", "claim, globally limited"):
+    claims = ("claim", "claim, one workflow", "claim, keyed", "claim, keyed, with keys")
+    for name in (*claims, "claim, globally limited"):
         assert not indexes[name] & cold, (name, indexes[name])
 
 
@@ -636,6 +660,20 @@ def test_the_hot_indexes_hold_only_the_hot_rows(
     for name in ("steps_ready", "steps_running", "steps_due", "steps_running_queue"):
         # A B-tree's metapage and one leaf: the few dozen hot rows, nothing of the history.
         assert sizes[prefix + name] <= 2 * 8192, (name, sizes)
+
+
+def test_no_claim_statement_is_compiled_by_jit(
+    history: PostgresStore, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """A claim's plan that keeps a sort under ``enable_sort = off`` is costed over
+    ``jit_above_cost``; CLAIM_SETTINGS turns JIT off, or each claim compiled it (350 ms)."""
+    statement = history._queries.ready_keyed_with_keys(
+        workflows=["w0", "w1"], queue="default", limit=8, released=["key_2"]
+    )
+    # JIT for any plan at all, unless the claim's settings turn it off.
+    report = _explained(admin_conn, history, statement, "SET LOCAL jit_above_cost = 0")
+    assert report["Plan"]["Node Type"], report
+    assert "JIT" not in report, report["JIT"]
 
 
 def test_a_claim_on_the_big_history_is_fast(history: PostgresStore) -> None:

@@ -151,14 +151,15 @@ def test_a_globally_limited_claim_costs_no_round_trip_more_than_a_plain_one(
     assert running <= 50
 
 
-KEYED_EXTRA = 2
-"""What a keyed claim reads before it can lease (docs/claim.md, 4): its candidates, then
-their keys' rows, locked. The moves of the keys' counts and the lease are sent, not read,
-so they travel with the claim's last trip (with the COMMIT, after an outcome batch)."""
+KEYED_EXTRA = 1
+"""What a keyed claim reads before it can lease (docs/claim.md, 4): its candidates and their
+keys' rows, locked by one statement (READY_KEYED_WITH_KEYS). The moves of the keys' counts and
+the lease are sent, not read, so they travel with the claim's last trip (with the COMMIT,
+after an outcome batch)."""
 
 
 @pytest.mark.skipif(not hasattr(Trace, "SUPPRESS_TIMESTAMPS"), reason="needs libpq 14 traces")
-def test_a_keyed_claim_costs_two_round_trips_more_than_a_plain_one(
+def test_a_keyed_claim_costs_one_round_trip_more_than_a_plain_one(
     make_store: Callable[..., PostgresStore], tmp_path: Path
 ) -> None:
     store = make_store(max_size=1, notify=False)

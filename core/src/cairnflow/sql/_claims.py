@@ -21,7 +21,9 @@ A claim that honours concurrency keys (``ClaimRequest.keys``, docs/claim.md, 4)
 reads each queue's candidates with the keyed ready subquery (full keys and
 fifo keys whose turn is another run's skipped, without locks), locked; then
 admits them under their keys' locks, taken in name order (:mod:`._keys`), and
-leases exactly those admitted by id. A plain claim never sees that statement.
+leases exactly those admitted by id. Where the engine takes arrays (Postgres), a
+claim of one queue reads its candidates and locks their keys in one statement
+(READY_KEYED_WITH_KEYS). A plain claim never sees these statements.
 
 One lease secret is drawn per claim; each attempt's token is
 ``<step id>:<secret>``, and every later write of the attempt is fenced by it.
@@ -37,7 +39,7 @@ from ._dialect import ClaimedRow, Cursor
 from ._keys import Keys
 from ._limiters import Buckets, Limiters, global_limits, queue_rates
 from ._parts import Context, Part, chunks, token
-from ._rows import ClaimedRun, ClaimedStep, KeyCandidate, to_bytes, to_text
+from ._rows import ClaimedRun, ClaimedStep, KeyCandidate, KeyRow, split_keyed, to_bytes, to_text
 from ._transactions import CountingCursor
 
 __all__ = ["Claims"]
@@ -193,16 +195,28 @@ class Claims(Part):
         workflows = sorted(request.workflows)
         candidates: list[KeyCandidate] = []
         queue_of: dict[str, str] = {}
+        locked: dict[str, KeyRow] | None = None  # the keys' rows, when read with the candidates
         for ask in asks:
             limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
             if ask.name in room:
                 limit = min(limit, room[ask.name])
-            ready = q.ready_keyed(workflows=workflows, queue=ask.name, limit=limit)
-            rows = self._dialect.lock_candidates(counting, ready, q.still_ready)
-            for candidate in map(KeyCandidate.from_row, rows):
+            if len(asks) == 1 and self._dialect.key_arrays:
+                # One queue, where the names go as an array: its candidates and their keys,
+                # locked by one statement (READY_KEYED_WITH_KEYS), one round trip less.
+                statement = q.ready_keyed_with_keys(
+                    workflows=workflows, queue=ask.name, limit=limit, released=sorted(released)
+                )
+                found, locked = split_keyed(
+                    self._dialect.lock_candidates_and_keys(counting, statement)
+                )
+            else:
+                ready = q.ready_keyed(workflows=workflows, queue=ask.name, limit=limit)
+                rows = self._dialect.lock_candidates(counting, ready, q.still_ready)
+                found = [KeyCandidate.from_row(row) for row in rows]
+            for candidate in found:
                 candidates.append(candidate)
                 queue_of[candidate.id] = ask.name
-        admitted = self.keys.admit(cur, candidates, released, limit=request.limit)
+        admitted = self.keys.admit(cur, candidates, released, limit=request.limit, locked=locked)
         if not admitted:
             return lambda: []
         leased = [c.id for c in candidates if c.id in admitted]

@@ -76,6 +76,8 @@ class ClaimPlan:
     """``SELECT id FROM steps WHERE <ready> ORDER BY ... LIMIT n <skip_locked>``."""
     mark_claimed: Callable[[Sequence[str]], Statement]
     """``UPDATE steps SET <claimed> WHERE id IN (ids) AND status = 'ready'``."""
+    mark_claimed_returning_runs: Callable[[Sequence[str]], Statement]
+    """The same, ``FROM runs`` and returning what ``claimed_rows_runs`` reads (Postgres)."""
     claimed_rows: Callable[[Sequence[str]], Statement]
     """``SELECT <claimed columns> FROM steps WHERE id IN (ids)``."""
     claimed_rows_runs: Callable[[Sequence[str]], Statement]
@@ -365,6 +367,17 @@ class Dialect:
         """
         sql, params = ready
         cursor.execute(self.sql(sql + self.skip_locked), params)
+        return list(cursor.fetchall())
+
+    def lock_candidates_and_keys(self, cursor: Cursor, statement: Statement) -> list[ClaimedRow]:
+        """A keyed claim's candidates and their keys' rows, locked by one statement.
+
+        Only where :attr:`key_arrays` (READY_KEYED_WITH_KEYS, which carries its
+        own locking clauses); a dialect that sets the claim's session settings
+        first (Postgres) does so here as in :meth:`lock_candidates`.
+        """
+        sql, params = statement
+        cursor.execute(self.sql(sql), params)
         return list(cursor.fetchall())
 
     def lease_ids(self, cursor: Cursor, plan: ClaimPlan, ids: Sequence[str]) -> list[ClaimedRow]:

@@ -25,8 +25,9 @@ one after the other.
 
 Lock order. A key row is always the last lock a transaction takes: after run
 rows, step rows and queue limiters; and key rows are locked in name order, all
-at once (one ``SELECT ... FOR UPDATE`` each, by primary key, pipelined on Postgres;
-one statement for all, in name order, elsewhere). An outcome batch that
+at once (on Postgres, by the statement that reads a one-queue claim's candidates,
+READY_KEYED_WITH_KEYS, or by LOCK_KEYS_ARRAY; one statement for all, in name
+order, elsewhere). An outcome batch that
 also claims hands its releases to the claim, which locks the union of both in
 name order: two committers never wait on each other's keys crosswise.
 
@@ -64,13 +65,18 @@ class Keys(Part):
     def _move(self, cur: Cursor, moves: Sequence[tuple[int, str]]) -> None:
         """Add each ``(count, name)``'s count to its key (in the order given: name order).
 
-        One ``executemany`` where the engine pipelines it (Postgres: sent with the
-        claim's lease, not read); otherwise one statement for every key (PyMySQL
-        would send an ``UPDATE`` per row).
+        One statement for every key: with the names and counts as arrays where
+        the engine takes them (MOVE_KEYS_ARRAY, Postgres: sent with the claim's
+        lease, not read), else MOVE_KEYS (PyMySQL would send an ``UPDATE`` per
+        row of an ``executemany``); one ``executemany`` where the engine
+        pipelines without arrays.
         """
         if not moves:
             return
-        if self._dialect.pipelines or len(moves) == 1:
+        if self._dialect.key_arrays and len(moves) > 1:
+            arrays = ([name for _, name in moves], [count for count, _ in moves])
+            self._execute(cur, self._q.move_keys_array, arrays)
+        elif self._dialect.pipelines or len(moves) == 1:
             self._tx.execute_many(cur, self._q.move_key, moves)
         else:
             self._execute(cur, *self._q.move_keys(moves))
@@ -102,6 +108,7 @@ class Keys(Part):
         released: Mapping[str, int],
         *,
         limit: int,
+        locked: Mapping[str, KeyRow] | None = None,
     ) -> set[str]:
         """Lock the keys of ``candidates`` and ``released`` (name order); the ids to lease.
 
@@ -111,12 +118,14 @@ class Keys(Part):
         candidate's limit, and, for a fifo key, only if its run holds the key's
         turn. Each key's count is moved by what was admitted less what was
         released, in the same statement. The caller leases exactly the ids
-        returned, in this transaction.
+        returned, in this transaction. ``locked``: the keys' rows, when the
+        caller read and locked them with the candidates (READY_KEYED_WITH_KEYS,
+        the same name order); they are not locked again.
         """
         names = sorted({c.key for c in candidates if c.key is not None} | set(released))
         if not names:
             return {c.id for c in candidates[:limit]}
-        rows = self._lock(cur, names)  # ascending: one lock order
+        rows = dict(locked) if locked is not None else self._lock(cur, names)  # name order
         missing = [
             name for name in names if name not in rows and any(c.key == name for c in candidates)
         ]

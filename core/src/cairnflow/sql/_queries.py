@@ -117,6 +117,7 @@ class Queries:
         self._update_returning = r(s.UPDATE_RETURNING)
         self._update_returning_runs = r(s.UPDATE_RETURNING_RUNS)
         self._mark_claimed = r(s.MARK_CLAIMED)
+        self._mark_claimed_returning_runs = r(s.MARK_CLAIMED_RETURNING_RUNS)
         self._claimed_rows = r(s.CLAIMED_ROWS)
         self._claimed_rows_runs = r(s.CLAIMED_ROWS_RUNS)
         self._claim_runs = r(s.CLAIM_RUNS)
@@ -221,12 +222,14 @@ class Queries:
         self.set_bucket = r(s.SET_BUCKET)
         # -- concurrency keys and fifo keys
         self._ready_keyed = r(s.READY_KEYED)
+        self._ready_keyed_with_keys = r(s.READY_KEYED_WITH_KEYS)
         self.insert_key = r(s.INSERT_KEY)
         self.lock_key = r(s.LOCK_KEY)
         self.move_key = r(s.MOVE_KEY)
         self._lock_keys = r(s.LOCK_KEYS)
         self._move_keys = r(s.MOVE_KEYS)
         self.lock_keys_array = r(s.LOCK_KEYS_ARRAY)
+        self.move_keys_array = r(s.MOVE_KEYS_ARRAY)
         self.set_head = r(s.SET_HEAD)
         self.head_unfinished = r(s.HEAD_UNFINISHED)
         self.fifo_head = r(s.FIFO_HEAD)
@@ -272,6 +275,10 @@ class Queries:
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)
 
+        def mark_claimed_returning_runs(ids: Sequence[str]) -> Statement:
+            sql = self._mark_claimed_returning_runs.format(ids=marks(len(ids)))
+            return sql, (*claimed, *ids)
+
         def claimed_rows(ids: Sequence[str]) -> Statement:
             return self._claimed_rows.format(ids=marks(len(ids))), tuple(ids)
 
@@ -289,6 +296,7 @@ class Queries:
             ),
             select_ready=(ready + self.dialect.skip_locked, ready_params),
             mark_claimed=mark_claimed,
+            mark_claimed_returning_runs=mark_claimed_returning_runs,
             claimed_rows=claimed_rows,
             claimed_rows_runs=claimed_rows_runs,
         )
@@ -297,6 +305,17 @@ class Queries:
         """A keyed claim's candidates in one queue, without a lock clause (the dialect adds it)."""
         sql = self._ready_keyed.format(workflows=marks(len(workflows)))
         return sql, (*self.ready_params(queue, workflows), limit)
+
+    def ready_keyed_with_keys(
+        self, *, workflows: Sequence[str], queue: str, limit: int, released: Sequence[str]
+    ) -> Statement:
+        """READY_KEYED and the keys' locks in one statement (``Dialect.key_arrays``).
+
+        ``released``: the keys whose counts the same transaction moves too (an outcome
+        batch's), locked with the candidates' in one name order.
+        """
+        sql = self._ready_keyed_with_keys.format(workflows=marks(len(workflows)))
+        return sql, (*self.ready_params(queue, workflows), limit, list(released))
 
     def ready_params(self, queue: str, workflows: Sequence[str]) -> tuple[Any, ...]:
         """The parameters of the claim's ready predicate (``_READY_UNPAUSED``), in order."""

@@ -58,6 +58,7 @@ __all__ = [
     "StepRow",
     "TickKey",
     "TickRow",
+    "split_keyed",
     "to_bytes",
     "to_error",
     "to_json",
@@ -629,3 +630,20 @@ class KeyRow(NamedTuple):
         """Convert a ``lock_keys`` row."""
         name, running, fifo, head = row
         return _new(cls, (to_text(name), int(running), bool(fifo), _optional_text(head)))
+
+
+def split_keyed(rows: Sequence[Sequence[Any]]) -> tuple[list[KeyCandidate], dict[str, KeyRow]]:
+    """Convert ``ready_keyed_with_keys`` rows: the candidates, in order, and the keys' rows.
+
+    Each row is ``(part, id, run_id, name, number, fifo, head)``: part ``'c'`` a
+    candidate (``number``: its key's limit), ``'k'`` a key's row (``number``: its count).
+    """
+    candidates: list[KeyCandidate] = []
+    keys: dict[str, KeyRow] = {}
+    for part, step_id, run_id, name, number, fifo, head in rows:
+        if to_text(part) == "c":
+            candidates.append(KeyCandidate.from_row((step_id, run_id, name, number)))
+        else:
+            key = KeyRow.from_row((name, number, fifo, head))
+            keys[key.name] = key
+    return candidates, keys

@@ -78,8 +78,13 @@ character), which the default :meth:`~cairnflow.sql.Dialect.statement_size` coun
 1 MiB kept aside covers the rest of the message (lengths, format codes)."""
 
 
+# jit: a plan that cannot do without a sort (the keyed claim's keys, sorted by name) keeps
+# it under enable_sort = off, costed at 10^10, far over jit_above_cost: the server then
+# compiled the 0.3 ms statement for 350 ms on every claim (keyed W2: 24 runs/s; measured
+# 2026-12-02). A claim's statements are small; none is worth compiling.
 CLAIM_SETTINGS = (
-    "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)"
+    "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true),"
+    " set_config('jit', 'off', true)"
 )
 """What a claim's transaction sets before its statements (see :meth:`PostgresDialect.claim`)."""
 
@@ -366,13 +371,11 @@ class PostgresDialect(Dialect):
         self, cursor: Cursor, plan: ClaimPlan, ids: Sequence[str]
     ) -> Callable[[], list[ClaimedRow]]:
         """Send the keyed claim's lease; its rows are read when the caller asks (in a
-        pipeline: with the outcome batch's COMMIT, one round trip)."""
-        sql, params = plan.mark_claimed(ids)
+        pipeline: with the outcome batch's COMMIT, one round trip). One statement: the
+        update returns the leased steps with their runs' columns, as :meth:`send_claim`'s."""
+        sql, params = plan.mark_claimed_returning_runs(ids)
         cursor.execute(self.sql(sql), params)
-        reading = _connection(cursor).cursor()
-        sql, params = plan.claimed_rows_runs(ids)
-        reading.execute(self.sql(sql), params)
-        return lambda: list(reading.fetchall())
+        return lambda: list(cursor.fetchall())
 
     def lock_candidates(
         self, cursor: Cursor, ready: Statement, still_ready: Callable[[Sequence[str]], Statement]
@@ -380,6 +383,11 @@ class PostgresDialect(Dialect):
         """A keyed claim's candidates, read under the claim's settings (see :meth:`claim`)."""
         _connection(cursor).cursor().execute(CLAIM_SETTINGS)
         return super().lock_candidates(cursor, ready, still_ready)
+
+    def lock_candidates_and_keys(self, cursor: Cursor, statement: Statement) -> list[ClaimedRow]:
+        """A keyed claim's candidates and keys, read under the claim's settings."""
+        _connection(cursor).cursor().execute(CLAIM_SETTINGS)
+        return super().lock_candidates_and_keys(cursor, statement)
 
     def application_connection(self, tx: Any) -> psycopg.Connection[Any]:
         """The application's psycopg connection, with a transaction open or about to open.
