@@ -52,6 +52,34 @@ def test_a_drain_never_starts_what_it_claimed_ahead_and_hands_it_back_at_once(
         assert (step.status, step.attempt, step.failures) == (cf.StepStatus.READY, 1, 0)
 
 
+def test_a_recycle_after_its_jobs_runs_the_ones_it_claimed_ahead_too(
+    make_client: Any, store: MemoryStore
+) -> None:
+    # Recycle.jobs: the client claims no more than its jobs and lets them all finish. One
+    # claimed ahead that no worker began when the recycle drains is one of its jobs: it runs
+    # here, never handed back (a drain for any other cause hands it back, as above).
+    began: list[str] = []
+    release = threading.Event()
+    wf = _blocking(began, release)
+    client = make_client(wf, workers=1, prefetch=3, recycle=cf.Recycle(jobs=3), start=False)
+    refs = [client.enqueue(wf, f"run-{n}") for n in range(5)]
+    state = client._state
+    state.attempt_time, state.write_time = 1e-6, 1.0  # steps shorter than writes: claim ahead
+    client.start()
+    wait_until(lambda: state.claims_spent.is_set(), timeout=10, what="the jobs to be claimed")
+    assert len(state.held_attempts()) == 3  # one begun, two claimed ahead, none begun
+    wait_until(lambda: not client.running or client.draining, timeout=10, what="the recycle")
+    release.set()
+    report = client.wait_stopped(timeout=10)
+    assert report == cf.StopReport(cf.StopCause.RECYCLE_JOBS), report
+    assert sorted(began) == ["run-0", "run-1", "run-2"]
+    for ref in refs[:3]:
+        assert client.info(ref).status is cf.Status.SUCCEEDED
+    for ref in refs[3:]:
+        step = store.get_run(ref.id).steps[0]  # type: ignore[union-attr]
+        assert (step.status, step.attempt) == (cf.StepStatus.READY, 0)
+
+
 def test_a_stop_during_a_drain_hands_back_at_once(make_client: Any) -> None:
     began: list[str] = []
     release = threading.Event()

@@ -596,8 +596,12 @@ class Client(
         handed: list[HandedBack] = []
         if grace > 0:
             # A drain starts nothing new: attempts claimed ahead that no worker began go
-            # back at once, for another client to take now rather than after this one.
-            handed += self._hand_back([a for a in state.held_attempts() if a.give_back_unbegun()])
+            # back at once, for another client to take now rather than after this one. Not
+            # a recycle after its jobs: it claimed no more than those, and lets them all
+            # finish (Recycle.jobs), the one a worker has not begun yet too.
+            if cause is not StopCause.RECYCLE_JOBS:
+                unbegun = [a for a in state.held_attempts() if a.give_back_unbegun()]
+                handed += self._hand_back(unbegun)
             ends = monotonic() + grace
             while (
                 monotonic() < ends
