@@ -82,6 +82,43 @@ def test_an_enqueue_is_one_round_trip(
     assert store.stats.snapshot()["statements"] - before == 2
 
 
+def test_a_one_run_enqueue_is_one_statement_committed_alone(
+    make_store: Callable[..., PostgresStore],
+) -> None:
+    # The run and its steps in one WITH statement, in autocommit: no BEGIN, no COMMIT
+    # (PostgresDialect.commit_alone). With labels or keys, or a batch, the transaction.
+    store = make_store(max_size=1, notify=False)
+    client = cf.Client(store)
+    client.register(_noop_chain())
+    client.enqueue("chain", 0)
+
+    def statements(action: Callable[[], object]) -> int:
+        before = store.stats.snapshot()["statements"]
+        action()
+        return int(store.stats.snapshot()["statements"] - before)
+
+    ref = client.enqueue("chain", 1)
+    assert statements(lambda: client.enqueue("chain", 2)) == 1
+    assert statements(lambda: client.enqueue("chain", 3, labels={"n": "3"})) == 3
+    assert statements(lambda: client.enqueue_many([cf.Job("chain", 4), cf.Job("chain", 5)])) == 2
+    stored = store.get_run(ref.id)
+    assert stored is not None and [s.name for s in stored.steps] == ["first", "second"]
+    with store.pool.connection() as conn:
+        assert conn.autocommit is False  # handed back to the pool as it was lent
+        assert conn.info.transaction_status == TransactionStatus.IDLE
+    # A key held by an unfinished run refuses the one statement: nothing of it is written.
+    client.enqueue("chain", 6, key="held")
+    with pytest.raises(cf.DuplicateRun):
+        client.enqueue("chain", 7, key="held")
+    with store.pool.connection() as conn:
+        counts = conn.execute(
+            f"SELECT (SELECT COUNT(*) FROM {store.tables.runs}),"
+            f" (SELECT COUNT(*) FROM {store.tables.steps})"
+        ).fetchall()
+        conn.rollback()
+    assert counts == [(7, 14)]  # runs 0 to 6, two steps each: nothing of run 7
+
+
 def test_a_refused_pipelined_enqueue_writes_nothing_and_leaves_the_connection_as_it_was(
     make_store: Callable[..., PostgresStore],
 ) -> None:

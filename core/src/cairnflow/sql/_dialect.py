@@ -369,6 +369,23 @@ class Dialect:
         cursor.execute(self.sql(sql + self.skip_locked), params)
         return list(cursor.fetchall())
 
+    # -- one statement, committed alone ---------------------------------------------------------
+    writes_together = False
+    """True where :meth:`together` makes one statement of inserts into several tables, and
+    :meth:`commit_alone` sends it as a transaction of its own (Postgres)."""
+
+    def together(self, statements: Sequence[Statement]) -> Statement | None:
+        """One statement doing what ``statements`` (inserts, each into its own table, in
+        this dialect's paramstyle) do, all or nothing; None (the default) where the
+        engine has none (Postgres: a ``WITH`` of data-modifying statements)."""
+        return None
+
+    def commit_alone(self, cursor: Cursor, commit: Commit, statement: Statement) -> bool:
+        """Send ``statement`` as a transaction of its own, ``commit.sending()`` first (its
+        outcome is unknown if the connection is lost before its reply); False, sending
+        nothing, where the connection cannot (the default)."""
+        return False
+
     def lock_candidates_and_keys(self, cursor: Cursor, statement: Statement) -> list[ClaimedRow]:
         """A keyed claim's candidates and their keys' rows, locked by one statement.
 

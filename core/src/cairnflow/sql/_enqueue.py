@@ -31,11 +31,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import CairnError, DuplicateRun
+from .._errors import CairnError, DuplicateRun, PayloadTooLarge
 from .._models import StepKind
 from ..store import NewRun, NewStep, landed
-from ._dialect import Commit, Cursor
+from ._dialect import Commit, Cursor, Statement
 from ._keys import Keys
+from ._limits import check_statement
 from ._parts import Context, Part, chunks
 from ._rows import ExistingRun, to_text
 from ._transactions import UniqueViolation
@@ -255,8 +256,42 @@ class Enqueue(Part):
         trip, and the transaction, aborted, is rolled back. Elsewhere: the inserts,
         then the COMMIT.
         """
+        together = self._together(cur, rows)
+        if together is not None and self._dialect.commit_alone(cur, commit, together):
+            self._tx.stats.count(statements=1)
+            return rows[0]
         with self._dialect.pipelined_transaction(cur, commit) as writing:
             return self.insert(writing, rows)
+
+    def _together(self, cur: Cursor, rows: EnqueueRows) -> Statement | None:
+        """A one-run enqueue without labels or keys as one statement (:meth:`Dialect.together`),
+        checked against the statement limit; None where the dialect has no such statement,
+        for any other enqueue, or where the one statement would not fit.
+
+        The run's row and its steps' rows, each as one statement (the run's the one-row
+        ``INSERT``, the steps' a batch insert where there are several), are checked as
+        the transaction would send them, so a row too large is refused as it always was.
+        """
+        run_ids, run_rows, step_rows, label_rows, keys = rows
+        dialect = self._dialect
+        if not dialect.writes_together or len(run_ids) != 1 or label_rows or keys:
+            return None
+        q = self._q
+        statements = [(dialect.sql(q.insert_runs.single), tuple(run_rows[0]))]
+        if len(step_rows) == 1 or not dialect.batch_inserts:
+            statements.extend((dialect.sql(q.insert_steps.single), tuple(r)) for r in step_rows)
+        else:
+            statements.append(dialect.batch_insert(q.insert_steps, step_rows))
+        for sql, params in statements:
+            check_statement(dialect, cur, sql, params)
+        together = dialect.together(statements)
+        if together is None:
+            return None
+        try:
+            check_statement(dialect, cur, *together)
+        except PayloadTooLarge:
+            return None  # each fits alone: the transaction sends them one by one
+        return together
 
     def insert(self, cur: Cursor, rows: EnqueueRows) -> list[str]:
         """Write ``rows`` in the transaction open on ``cur``; return the run ids.
