@@ -20,6 +20,7 @@ import pytest
 from psycopg.pq import Trace, TransactionStatus
 
 import cairnflow as cf
+from cairnflow.sql import StatementLimit
 from cairnflow.store import ClaimRequest, QueueClaim, Succeeded
 from cairnflow_postgres import PostgresStore
 
@@ -117,6 +118,35 @@ def test_a_one_run_enqueue_is_one_statement_committed_alone(
         ).fetchall()
         conn.rollback()
     assert counts == [(7, 14)]  # runs 0 to 6, two steps each: nothing of run 7
+
+
+def test_a_one_run_enqueue_too_large_as_one_statement_goes_as_its_parts(
+    make_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A payload of 100,000 characters: the run's INSERT carries about 100,350 bytes, the one
+    # statement with the steps' about 100,750. Under a limit between the two, the enqueue
+    # goes as the transaction of its parts; under one below the run's INSERT, it is
+    # refused and nothing is written; above both, it is the one statement.
+    store = make_store(max_size=1, notify=False)
+    client = cf.Client(store)
+    client.register(_noop_chain())
+    payload = "x" * 100_000
+
+    def statements_of_enqueue(size: int) -> int:
+        limit = StatementLimit(size, "the test's limit", expansion=1)
+        monkeypatch.setattr(store.dialect, "statement_limit", limit)
+        before = store.stats.snapshot()["statements"]
+        client.enqueue("chain", payload)
+        return int(store.stats.snapshot()["statements"] - before)
+
+    assert statements_of_enqueue(200_000) == 1
+    assert statements_of_enqueue(100_500) == 2
+    with pytest.raises(cf.PayloadTooLarge, match="the test's limit"):
+        statements_of_enqueue(60_000)
+    with store.pool.connection() as conn:
+        (runs,) = conn.execute(f"SELECT COUNT(*) FROM {store.tables.runs}").fetchone()  # type: ignore[misc]
+        conn.rollback()
+    assert runs == 2
 
 
 def test_a_refused_pipelined_enqueue_writes_nothing_and_leaves_the_connection_as_it_was(

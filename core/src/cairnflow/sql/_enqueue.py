@@ -269,8 +269,9 @@ class Enqueue(Part):
         for any other enqueue, or where the one statement would not fit.
 
         The run's row and its steps' rows, each as one statement (the run's the one-row
-        ``INSERT``, the steps' a batch insert where there are several), are checked as
-        the transaction would send them, so a row too large is refused as it always was.
+        ``INSERT``, the steps' a batch insert where there are several). When the one
+        statement is too large, each is checked as the transaction would send it, so a
+        row too large is refused as it always was.
         """
         run_ids, run_rows, step_rows, label_rows, keys = rows
         dialect = self._dialect
@@ -282,15 +283,17 @@ class Enqueue(Part):
             statements.extend((dialect.sql(q.insert_steps.single), tuple(r)) for r in step_rows)
         else:
             statements.append(dialect.batch_insert(q.insert_steps, step_rows))
-        for sql, params in statements:
-            check_statement(dialect, cur, sql, params)
         together = dialect.together(statements)
         if together is None:
             return None
         try:
             check_statement(dialect, cur, *together)
         except PayloadTooLarge:
-            return None  # each fits alone: the transaction sends them one by one
+            # Too large as one: refused here if a part is too large alone (as the
+            # transaction would refuse it), else the transaction sends them one by one.
+            for sql, params in statements:
+                check_statement(dialect, cur, sql, params)
+            return None
         return together
 
     def insert(self, cur: Cursor, rows: EnqueueRows) -> list[str]:
