@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from _engines import Engine
-from _workloads import namespace, q
+from _workloads import analyze, namespace, numbered, numbered_text, q
 
 import cairnflow as cf
 from cairnflow.store import RunQuery
@@ -33,24 +33,17 @@ def _fill(engine: Engine, prefix: str, runs: int) -> None:
     now = time.time_ns()
     tenants = max(runs // 100, 130)
     runs_table, labels_table = q(engine, prefix + "runs"), q(engine, prefix + "run_labels")
+    with_series, series = numbered(engine, runs)
+    run_id = numbered_text(engine, "run_")
     if engine.name == "postgres":
-        series = f"generate_series(1, {runs}) AS g (n)"
-        run_id, tenant = "'run_' || g.n", f"'acme-' || lpad((g.n % {tenants})::text, 4, '0')"
+        tenant = f"'acme-' || lpad((g.n % {tenants})::text, 4, '0')"
         labels = f"""'{{"tenant": "' || {tenant} || '"}}'"""
     elif engine.name == "mariadb":
-        series = f"(SELECT seq AS n FROM seq_1_to_{runs}) g"
-        run_id, tenant = "CONCAT('run_', g.n)", f"CONCAT('acme-', LPAD(g.n % {tenants}, 4, '0'))"
+        tenant = f"CONCAT('acme-', LPAD(g.n % {tenants}, 4, '0'))"
         labels = f"""CONCAT('{{"tenant": "', {tenant}, '"}}')"""
     else:
-        series = "g"
-        run_id = "'run_' || g.n"
         tenant = f"'acme-' || substr('0000' || (g.n % {tenants}), -4)"
         labels = f"""'{{"tenant": "' || {tenant} || '"}}'"""
-    with_series = (
-        f"WITH RECURSIVE g (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {runs}) "
-        if engine.name == "sqlite"
-        else ""
-    )
     conn = engine.connect()
     try:
         cur = conn.cursor()
@@ -69,13 +62,7 @@ def _fill(engine: Engine, prefix: str, runs: int) -> None:
             f"SELECT {run_id}, 'tenant', {tenant}, {now} - {runs} + g.n FROM {series}"
         )
         conn.commit()
-        if engine.name == "postgres":  # what autovacuum would have done by now
-            conn.autocommit = True
-            cur.execute(f"ANALYZE {runs_table}")
-            cur.execute(f"ANALYZE {labels_table}")
-        elif engine.name == "mariadb":
-            cur.execute(f"ANALYZE TABLE {runs_table}, {labels_table}")
-            cur.fetchall()
+        analyze(engine, conn, [runs_table, labels_table])
     finally:
         conn.close()
 

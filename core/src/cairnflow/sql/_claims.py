@@ -196,13 +196,14 @@ class Claims(Part):
         candidates: list[KeyCandidate] = []
         queue_of: dict[str, str] = {}
         locked: dict[str, KeyRow] | None = None  # the keys' rows, when read with the candidates
+        # One queue, where the names go as an array: its candidates and their keys, locked by
+        # one statement (READY_KEYED_WITH_KEYS), one round trip less.
+        with_keys = len(asks) == 1 and self._dialect.key_arrays
         for ask in asks:
             limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
             if ask.name in room:
                 limit = min(limit, room[ask.name])
-            if len(asks) == 1 and self._dialect.key_arrays:
-                # One queue, where the names go as an array: its candidates and their keys,
-                # locked by one statement (READY_KEYED_WITH_KEYS), one round trip less.
+            if with_keys:
                 statement = q.ready_keyed_with_keys(
                     workflows=workflows, queue=ask.name, limit=limit, released=sorted(released)
                 )

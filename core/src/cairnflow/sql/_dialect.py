@@ -374,11 +374,11 @@ class Dialect:
     """True where :meth:`together` makes one statement of inserts into several tables, and
     :meth:`commit_alone` sends it as a transaction of its own (Postgres)."""
 
-    def together(self, statements: Sequence[Statement]) -> Statement | None:
+    def together(self, statements: Sequence[Statement]) -> Statement:
         """One statement doing what ``statements`` (inserts, each into its own table, in
-        this dialect's paramstyle) do, all or nothing; None (the default) where the
-        engine has none (Postgres: a ``WITH`` of data-modifying statements)."""
-        return None
+        this dialect's paramstyle) do, all or nothing (Postgres: a ``WITH`` of
+        data-modifying statements). Called only where :attr:`writes_together`."""
+        raise NotImplementedError(f"{type(self).__name__} does not write inserts together")
 
     def commit_alone(self, cursor: Cursor, commit: Commit, statement: Statement) -> bool:
         """Send ``statement`` as a transaction of its own, ``commit.sending()`` first (its

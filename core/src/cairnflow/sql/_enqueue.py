@@ -265,8 +265,8 @@ class Enqueue(Part):
 
     def _together(self, cur: Cursor, rows: EnqueueRows) -> Statement | None:
         """A one-run enqueue without labels or keys as one statement (:meth:`Dialect.together`),
-        checked against the statement limit; None where the dialect has no such statement,
-        for any other enqueue, or where the one statement would not fit.
+        checked against the statement limit; None where the dialect does not write inserts
+        together, for any other enqueue, or where the one statement would not fit.
 
         The run's row and its steps' rows, each as one statement (the run's the one-row
         ``INSERT``, the steps' a batch insert where there are several). When the one
@@ -284,8 +284,6 @@ class Enqueue(Part):
         else:
             statements.append(dialect.batch_insert(q.insert_steps, step_rows))
         together = dialect.together(statements)
-        if together is None:
-            return None
         try:
             check_statement(dialect, cur, *together)
         except PayloadTooLarge:
