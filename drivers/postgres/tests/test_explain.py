@@ -442,6 +442,15 @@ def _statements(store: PostgresStore) -> dict[str, Statement]:
             workflows=workflows, queue="default", limit=8, released=["key_2", "key_9"]
         ),
         "lease, keyed": claim.mark_claimed_returning_runs([hot_step, f"step_{FINISHED + 7}_0"]),
+        # The same claim in one statement (CLAIM_KEYED): those reads, the keys' moves and the
+        # lease, after an outcome batch that released two keys.
+        "claim, keyed, one statement": q.claim_keyed(
+            workflows=workflows,
+            queue="default",
+            limit=8,
+            released={"key_2": 1, "key_9": 2},
+            claimed=(TOKEN, NOW, "node", NOW),
+        ),
         "set_head": (q.set_head, (hot_run, "key_1")),
         "head_unfinished": (q.head_unfinished, (hot_run, "key_1")),
         "fifo_head": (q.fifo_head, ("key_1",)),
@@ -616,6 +625,11 @@ def test_no_hot_path_query_scans_a_whole_table(
         assert f"{prefix}limits_pkey" in indexes[name], (name, indexes[name])
     for index in ("steps_ready", "limits_pkey"):
         assert f"{prefix}{index}" in indexes["claim, keyed, with keys"], indexes
+    # In one statement: the same reads, a fifo key's turn in the runs' fifo index (or its
+    # recorded head by primary key), and the lease by id, each step's run by its id.
+    one = indexes["claim, keyed, one statement"]
+    for index in ("steps_ready", "limits_pkey", "runs_fifo", "runs_id_key"):
+        assert f"{prefix}{index}" in one, (index, one)
     # The lease finds its steps by id, or in the partial index of the ready steps (where the
     # statistics say few are ready): bounded either way.
     by_id = {f"{prefix}steps_pkey", f"{prefix}steps_ready"}
@@ -640,7 +654,13 @@ def test_no_hot_path_query_scans_a_whole_table(
         assert f"{prefix}lifecycle_pkey" in indexes[f"lifecycle: {name}"], (name, indexes)
     # No claim reads the cold tables.
     cold = {f"{prefix}runs_archive_pkey", f"{prefix}runs_archive_finished"}
-    claims = ("claim", "claim, one workflow", "claim, keyed", "claim, keyed, with keys")
+    claims = (
+        "claim",
+        "claim, one workflow",
+        "claim, keyed",
+        "claim, keyed, with keys",
+        "claim, keyed, one statement",
+    )
     for name in (*claims, "claim, globally limited"):
         assert not indexes[name] & cold, (name, indexes[name])
 
@@ -667,13 +687,24 @@ def test_no_claim_statement_is_compiled_by_jit(
 ) -> None:
     """A claim's plan that keeps a sort under ``enable_sort = off`` is costed over
     ``jit_above_cost``; CLAIM_SETTINGS turns JIT off, or each claim compiled it (350 ms)."""
-    statement = history._queries.ready_keyed_with_keys(
-        workflows=["w0", "w1"], queue="default", limit=8, released=["key_2"]
+    q = history._queries
+    statements = (
+        q.ready_keyed_with_keys(
+            workflows=["w0", "w1"], queue="default", limit=8, released=["key_2"]
+        ),
+        q.claim_keyed(
+            workflows=["w0", "w1"],
+            queue="default",
+            limit=8,
+            released={"key_2": 1},
+            claimed=(TOKEN, NOW, "node", NOW),
+        ),
     )
-    # JIT for any plan at all, unless the claim's settings turn it off.
-    report = _explained(admin_conn, history, statement, "SET LOCAL jit_above_cost = 0")
-    assert report["Plan"]["Node Type"], report
-    assert "JIT" not in report, report["JIT"]
+    for statement in statements:
+        # JIT for any plan at all, unless the claim's settings turn it off.
+        report = _explained(admin_conn, history, statement, "SET LOCAL jit_above_cost = 0")
+        assert report["Plan"]["Node Type"], report
+        assert "JIT" not in report, report["JIT"]
 
 
 def test_a_claim_on_the_big_history_is_fast(history: PostgresStore) -> None:

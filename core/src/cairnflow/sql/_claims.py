@@ -23,7 +23,10 @@ fifo keys whose turn is another run's skipped, without locks), locked; then
 admits them under their keys' locks, taken in name order (:mod:`._keys`), and
 leases exactly those admitted by id. Where the engine takes arrays (Postgres), a
 claim of one queue reads its candidates and locks their keys in one statement
-(READY_KEYED_WITH_KEYS). A plain claim never sees these statements.
+(READY_KEYED_WITH_KEYS); where it also runs data-modifying ``WITH`` clauses
+(``Dialect.claims_keyed_in_one``, Postgres), a claim of one queue without a rate
+limit is one statement, those rules in SQL (CLAIM_KEYED), sent as a plain claim's.
+A plain claim never sees these statements.
 
 One lease secret is drawn per claim; each attempt's token is
 ``<step id>:<secret>``, and every later write of the attempt is fenced by it.
@@ -193,6 +196,21 @@ class Claims(Part):
         q = self._q
         counting = CountingCursor(cur, self._tx.stats)  # what the dialect sends, counted
         workflows = sorted(request.workflows)
+        if len(asks) == 1 and buckets is None and self._dialect.claims_keyed_in_one:
+            # One queue, no rate to charge: the whole claim is one statement (CLAIM_KEYED),
+            # sent, not read, as a plain claim's (in a pipeline, with the COMMIT).
+            ask = asks[0]
+            limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
+            if ask.name in room:
+                limit = min(limit, room[ask.name])
+            statement = q.claim_keyed(
+                workflows=workflows,
+                queue=ask.name,
+                limit=limit,
+                released=released,
+                claimed=claimed,
+            )
+            return self._dialect.send_claim_keyed(counting, statement)
         candidates: list[KeyCandidate] = []
         queue_of: dict[str, str] = {}
         locked: dict[str, KeyRow] | None = None  # the keys' rows, when read with the candidates

@@ -217,6 +217,12 @@ class Dialect:
     """The engine takes a list as an array parameter (``?::text[]``, ``unnest``): a claim's
     concurrency keys are locked by one statement, whatever their number (LOCK_KEYS_ARRAY;
     Postgres through psycopg)."""
+    claims_keyed_in_one = False
+    """A keyed claim of one queue is one statement (CLAIM_KEYED, :meth:`send_claim_keyed`):
+    the engine runs data-modifying ``WITH`` clauses in one statement, and a row locked there
+    after waiting for it is read as its holder committed it (Postgres, READ COMMITTED).
+    Requires :attr:`key_arrays`. Elsewhere the claim reads its candidates and their keys,
+    admits them (:meth:`Keys.admit`) and sends the lease: a round trip more."""
     pipelines = False
     """True when :meth:`pipeline` sends statements without waiting for each one's result."""
 
@@ -385,6 +391,14 @@ class Dialect:
         outcome is unknown if the connection is lost before its reply); False, sending
         nothing, where the connection cannot (the default)."""
         return False
+
+    def send_claim_keyed(
+        self, cursor: Cursor, statement: Statement
+    ) -> Callable[[], list[ClaimedRow]]:
+        """Send a keyed claim of one queue (CLAIM_KEYED); return how to read the rows it
+        leased (inside a :meth:`pipeline`, later). Called only where
+        :attr:`claims_keyed_in_one`."""
+        raise NotImplementedError(f"{type(self).__name__} does not claim keyed in one statement")
 
     def lock_candidates_and_keys(self, cursor: Cursor, statement: Statement) -> list[ClaimedRow]:
         """A keyed claim's candidates and their keys' rows, locked by one statement.

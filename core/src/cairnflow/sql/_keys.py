@@ -27,7 +27,9 @@ Lock order. A key row is always the last lock a transaction takes: after run
 rows, step rows and queue limiters; and key rows are locked in name order, all
 at once (on Postgres, by the statement that reads a one-queue claim's candidates,
 READY_KEYED_WITH_KEYS, or by LOCK_KEYS_ARRAY; one statement for all, in name
-order, elsewhere). An outcome batch that
+order, elsewhere). On Postgres a claim of one queue without a rate limit is one
+statement that carries :meth:`Keys.admit`'s rules in SQL, locks included, in the
+same order (CLAIM_KEYED); :meth:`Keys.admit` is its reference. An outcome batch that
 also claims hands its releases to the claim, which locks the union of both in
 name order: two committers never wait on each other's keys crosswise.
 
@@ -150,10 +152,13 @@ class Keys(Part):
                 continue
             taken[key] += 1
             admitted.add(candidate.id)
+        # Only rows that were there to lock move: a row created just now (its key's row was
+        # deleted by hand) starts from nothing, and the attempts counted in the deleted row
+        # are not taken off the new one.
         moves = [
             (taken[name] - released.get(name, 0), name)
             for name in names
-            if taken[name] != released.get(name, 0)
+            if name in rows and taken[name] != released.get(name, 0)
         ]
         self._move(cur, moves)
         return admitted

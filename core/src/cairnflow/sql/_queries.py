@@ -8,7 +8,7 @@ per item, and values are always bound, never formatted in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..store import RunQuery
@@ -223,6 +223,7 @@ class Queries:
         # -- concurrency keys and fifo keys
         self._ready_keyed = r(s.READY_KEYED)
         self._ready_keyed_with_keys = r(s.READY_KEYED_WITH_KEYS)
+        self._claim_keyed = r(s.CLAIM_KEYED)
         self.insert_key = r(s.INSERT_KEY)
         self.lock_key = r(s.LOCK_KEY)
         self.move_key = r(s.MOVE_KEY)
@@ -316,6 +317,26 @@ class Queries:
         """
         sql = self._ready_keyed_with_keys.format(workflows=marks(len(workflows)))
         return sql, (*self.ready_params(queue, workflows), limit, list(released))
+
+    def claim_keyed(
+        self,
+        *,
+        workflows: Sequence[str],
+        queue: str,
+        limit: int,
+        released: Mapping[str, int],
+        claimed: Sequence[object],
+    ) -> Statement:
+        """A keyed claim of one queue in one statement (``Dialect.claims_keyed_in_one``).
+
+        ``released``: attempts per key whose leases the same transaction ended (an
+        outcome batch's), taken off their keys' counts with the claim's own moves.
+        ``claimed``: what the lease sets (:attr:`ClaimPlan`'s ``claimed``).
+        """
+        sql = self._claim_keyed.format(workflows=marks(len(workflows)))
+        names = sorted(name for name, count in released.items() if count)
+        counts = [released[name] for name in names]
+        return sql, (*self.ready_params(queue, workflows), limit, names, counts, *claimed)
 
     def ready_params(self, queue: str, workflows: Sequence[str]) -> tuple[Any, ...]:
         """The parameters of the claim's ready predicate (``_READY_UNPAUSED``), in order."""

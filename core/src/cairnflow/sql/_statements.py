@@ -942,6 +942,122 @@ READY_KEYED_WITH_KEYS = (
 )
 """READY_KEYED and LOCK_KEYS_ARRAY in one statement (Postgres, a claim of one queue)."""
 
+# Postgres (Dialect.claims_keyed_in_one), a keyed claim of one queue: the whole claim in one
+# statement, Keys.admit's rules in SQL, sent in the claim's pipeline as the plain claim's
+# UPDATE is (behind an outcome batch's run writes, before its COMMIT): no round trip of its
+# own. The two-step claim read its candidates and their keys (a round trip), admitted them in
+# Python and sent the lease: keyed W2 on Postgres 0.63x of plain; in one statement, 0.8x (the
+# round trip, not the server's work, was the cost: a claim's wait on its reply is also a
+# wait for the worker threads' interpreter lock; measured 2026-12-02).
+# - candidates: READY_KEYED_WITH_KEYS's, their step rows locked (locked ones skipped).
+# - locked_keys: the rows of the candidates' keys and of those the same transaction releases
+#   (``released``: names and counts, an outcome batch's), locked in name order, as in
+#   READY_KEYED_WITH_KEYS. A row locked after a wait is read as its holder committed it.
+# - turns: a fifo key's run whose turn it is: its recorded head while unfinished, else its
+#   oldest unfinished run (the runs' fifo index), as Keys._head. Read in the statement's
+#   snapshot, which may predate a wait for the key's lock: a head that finished meanwhile
+#   still looks unfinished, so the error is an admission too few (the next claim moves the
+#   turn on), never a run out of its turn (runs only join a key behind its head).
+# - admitted: a candidate without a key; one whose key row exists, whose run holds its fifo
+#   key's turn, and which is within its limit counting the key's running attempts, less what
+#   the transaction releases, plus the candidates of its key before it (claim order).
+# - moved: each key's count by what was admitted less what was released, and a fifo key's
+#   turn when it moved; created: the row of a candidate's key that was missing (deleted by
+#   hand), for the next claim. Data-modifying WITH clauses run whether read or not.
+# The lease is MARK_CLAIMED_RETURNING_RUNS over the admitted. Parameters: the ready
+# predicate's, the candidates' LIMIT, the released names and counts, then {claimed_set}'s.
+CLAIM_KEYED = (
+    """
+            WITH candidates AS MATERIALIZED (
+            SELECT id, run_id, concurrency_key, key_limit, priority, due_at FROM {steps} s"""
+    + _READY_UNPAUSED
+    + _KEY_HAS_ROOM
+    + """
+            ORDER BY priority DESC, due_at, id
+            LIMIT ?{skip_locked}
+            ), released AS MATERIALIZED (
+                SELECT name, count FROM unnest(?::text[], ?::integer[]) AS given (name, count)
+            ), locked_keys AS MATERIALIZED (
+                SELECT k.name, k.running, k.fifo, k.head
+                FROM (
+                    SELECT concurrency_key AS name FROM candidates
+                    WHERE concurrency_key IS NOT NULL
+                    UNION
+                    SELECT name FROM released
+                    ORDER BY 1
+                ) AS wanted
+                CROSS JOIN LATERAL (
+                    SELECT l.name, l.running, l.fifo, l.head FROM {limits} l
+                    WHERE l.kind = 'key' AND l.name = wanted.name
+                    FOR UPDATE
+                ) k
+            ), turns AS MATERIALIZED (
+                SELECT k.name, k.head AS recorded,
+                    CASE WHEN EXISTS (
+                        SELECT 1 FROM {runs} h WHERE h.id = k.head AND h.fifo_key = k.name
+                    ) THEN k.head
+                    ELSE (SELECT f.id FROM {runs} f WHERE f.fifo_key = k.name
+                          ORDER BY f.seq LIMIT 1)
+                    END AS head
+                FROM locked_keys k
+                WHERE k.fifo = 1
+            ), ranked AS (
+                SELECT c.id, c.concurrency_key, c.key_limit,
+                    row_number() OVER (
+                        PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.due_at, c.id
+                    ) AS nth
+                FROM candidates c
+                LEFT JOIN turns t ON t.name = c.concurrency_key
+                WHERE t.name IS NULL OR t.head = c.run_id
+            ), admitted AS MATERIALIZED (
+                SELECT r.id, r.concurrency_key FROM ranked r
+                LEFT JOIN locked_keys k ON k.name = r.concurrency_key
+                LEFT JOIN released g ON g.name = r.concurrency_key
+                WHERE r.concurrency_key IS NULL
+                    OR (k.name IS NOT NULL
+                        AND k.running - COALESCE(g.count, 0) + r.nth <= r.key_limit)
+            ), moves AS MATERIALIZED (
+                SELECT k.name, t.head AS turn,
+                    (SELECT count(*) FROM admitted a WHERE a.concurrency_key = k.name)
+                    - COALESCE(g.count, 0) AS delta,
+                    t.name IS NOT NULL AND t.head IS DISTINCT FROM t.recorded AS turned
+                FROM locked_keys k
+                LEFT JOIN released g ON g.name = k.name
+                LEFT JOIN turns t ON t.name = k.name
+            ), moved AS (
+                UPDATE {limits} l
+                SET running = l.running + m.delta,
+                    head = CASE WHEN m.turned THEN m.turn ELSE l.head END
+                FROM (
+                    SELECT k.name, wanted.delta, wanted.turn, wanted.turned
+                    FROM unnest(
+                        ARRAY(SELECT name FROM moves WHERE delta <> 0 OR turned ORDER BY name),
+                        ARRAY(SELECT delta FROM moves WHERE delta <> 0 OR turned ORDER BY name),
+                        ARRAY(SELECT turn FROM moves WHERE delta <> 0 OR turned ORDER BY name),
+                        ARRAY(SELECT turned FROM moves WHERE delta <> 0 OR turned ORDER BY name)
+                    ) AS wanted (name, delta, turn, turned)
+                    CROSS JOIN LATERAL (
+                        SELECT name FROM {limits}
+                        WHERE kind = 'key' AND name = wanted.name
+                        FOR UPDATE
+                    ) k
+                ) m
+                WHERE l.kind = 'key' AND l.name = m.name
+            ), created AS (
+                INSERT INTO {limits} (kind, name, running, fifo)
+                SELECT DISTINCT 'key', c.concurrency_key, 0, 0 FROM candidates c
+                WHERE c.concurrency_key IS NOT NULL
+                    AND NOT EXISTS (SELECT 1 FROM locked_keys k WHERE k.name = c.concurrency_key)
+                ON CONFLICT DO NOTHING
+            )
+            UPDATE {steps} s SET {claimed_set}
+            FROM {runs} r
+            WHERE r.id = s.run_id AND s.id IN (SELECT id FROM admitted)
+            RETURNING {claimed_columns_s}, {claim_run_columns_r}"""
+)
+"""A keyed claim of one queue in one statement: READY_KEYED_WITH_KEYS, Keys.admit and the
+lease (Postgres)."""
+
 MOVE_KEY = "UPDATE {limits} SET running = running + ? WHERE kind = 'key' AND name = ?"
 """Add a (signed) number of attempts to a key's count (``executemany``, in name order)."""
 

@@ -255,6 +255,7 @@ class PostgresDialect(Dialect):
     batch_statements = True
     pipelines = True
     key_arrays = True  # a claim's keys locked by one statement (LOCK_KEYS_ARRAY)
+    claims_keyed_in_one = True  # a keyed claim of one queue: one statement (CLAIM_KEYED)
     limit_expressions = True
     # A batch enqueue's runs, then its steps, each as one INSERT ... SELECT FROM unnest(arrays)
     # (batch_insert). executemany, which psycopg pipelines, still runs the statement once per
@@ -401,6 +402,15 @@ class PostgresDialect(Dialect):
         _connection(cursor).cursor().execute(CLAIM_SETTINGS)
         # UPDATE ... FROM returns the runs' payloads with the claimed steps: one statement.
         sql, params = plan.update_returning_runs
+        cursor.execute(self.sql(sql), params)
+        return lambda: list(cursor.fetchall())
+
+    def send_claim_keyed(
+        self, cursor: Cursor, statement: Statement
+    ) -> Callable[[], list[ClaimedRow]]:
+        """Send a keyed claim of one queue, one statement (see :meth:`send_claim`)."""
+        _connection(cursor).cursor().execute(CLAIM_SETTINGS)
+        sql, params = statement
         cursor.execute(self.sql(sql), params)
         return lambda: list(cursor.fetchall())
 
