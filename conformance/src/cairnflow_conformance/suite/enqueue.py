@@ -193,6 +193,31 @@ class BatchEnqueueTests:
         assert client.enqueue_many([]) == []
 
     @proves(Cap.BATCH_ENQUEUE, requires=[Cap.IDEMPOTENCY])
+    def test_a_batch_keeps_every_text_exactly(self, cairnflow_kit: Kit) -> None:
+        # What a store that writes a batch as array literals or multi-row VALUES must quote:
+        # quotes, backslashes, braces, commas, the word NULL, empty strings, non-ASCII text.
+        texts = ['"', "\\", '\\"', "{a,b}", "NULL", "", " x ", "é", "\u2603", "a'b", "\\x00"]
+        client = cairnflow_kit.client(_echo(), start=False)
+        jobs = [
+            cf.Job(
+                "kit-echo",
+                {"text": text, "n": n},
+                key=f"{text}|{n}",
+                labels={"text": text or "-"},
+            )
+            for n, text in enumerate(texts)
+        ]
+        refs = client.enqueue_many(jobs)
+        for n, (ref, text) in enumerate(zip(refs, texts, strict=True)):
+            info = client.info(ref)
+            assert info.payload == {"text": text, "n": n}, (text, info.payload)
+            assert dict(info.labels) == {"text": text or "-"}, (text, info.labels)
+        # The keys were stored as given: each refuses its own text again.
+        for n, text in enumerate(texts):
+            with pytest.raises(cf.DuplicateRun):
+                client.enqueue("kit-echo", None, key=f"{text}|{n}")
+
+    @proves(Cap.BATCH_ENQUEUE, requires=[Cap.IDEMPOTENCY])
     def test_a_batch_with_a_conflict_writes_nothing(self, cairnflow_kit: Kit) -> None:
         client = cairnflow_kit.client(_echo(), start=False)
         client.enqueue("kit-echo", 0, key="taken")

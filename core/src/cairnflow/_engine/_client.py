@@ -484,7 +484,9 @@ class Client(
         :class:`~cairnflow.Cancelled` raised inside sync steps), and whatever
         they return is not written. ``timeout`` bounds the wait for threads.
         A stop during a :meth:`drain` ends the drain's wait at once. The stop
-        is reported by :meth:`wait_stopped` (``StopCause.REQUESTED``).
+        is reported by :meth:`wait_stopped` (``StopCause.REQUESTED``). Not from
+        a signal handler: it may run in the middle of a stop of the same thread;
+        start a thread that calls it (``cairn worker`` does).
         """
         self._halt(StopCause.REQUESTED, grace, timeout, cut=True)
 

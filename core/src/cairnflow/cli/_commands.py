@@ -320,8 +320,11 @@ def worker(
         done.set()
         if signals > 1:
             # A second signal: hand what still runs back now (it cuts the drain short; one
-            # that lands before the drain began stops the client at once).
-            client.stop()
+            # that lands before the drain began stops the client at once). From a thread of
+            # its own, never from the handler: the handler runs in the main thread between
+            # two of its bytecodes, maybe inside the drain's own stop, holding the lock
+            # stop() takes (a worker that never exited, seen on a busy machine).
+            threading.Thread(target=client.stop, name="cairn-stop", daemon=True).start()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
