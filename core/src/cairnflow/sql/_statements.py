@@ -895,6 +895,45 @@ LOCK_KEYS_ARRAY = """
             ) k"""
 """LOCK_KEYS with the names as an array, locked in its order (Postgres)."""
 
+_KEYED_CANDIDATES = (
+    """
+            WITH candidates AS MATERIALIZED (
+            SELECT id, run_id, concurrency_key, key_limit, priority, due_at FROM {steps} s"""
+    + _READY_UNPAUSED
+    + _KEY_HAS_ROOM
+    + """
+            ORDER BY priority DESC, due_at, id
+            LIMIT ?{skip_locked}
+            ), """
+)
+"""The one-queue keyed claims' first WITH clause (READY_KEYED_WITH_KEYS, CLAIM_KEYED): the
+candidates, their step rows locked, locked ones skipped."""
+
+
+def _locked_keys(released: str) -> str:
+    """The WITH clause that locks the candidates' keys and the ``released`` ones (a SELECT of
+    names), in name order, each by primary key in a LATERAL subquery."""
+    return (
+        """locked_keys AS MATERIALIZED (
+                SELECT k.name, k.running, k.fifo, k.head
+                FROM (
+                    SELECT concurrency_key AS name FROM candidates
+                    WHERE concurrency_key IS NOT NULL
+                    UNION
+                    """
+        + released
+        + """
+                    ORDER BY 1
+                ) AS wanted
+                CROSS JOIN LATERAL (
+                    SELECT l.name, l.running, l.fifo, l.head FROM {limits} l
+                    WHERE l.kind = 'key' AND l.name = wanted.name
+                    FOR UPDATE
+                ) k
+            )"""
+    )
+
+
 # Postgres (Dialect.key_arrays), a claim of one queue: its candidates and their keys' rows,
 # locked, in one statement, where READY_KEYED and LOCK_KEYS_ARRAY took a round trip each.
 # (One round trip less; keyed W2 did not move with it, 0.71x against 0.70x of plain: the
@@ -907,29 +946,9 @@ LOCK_KEYS_ARRAY = """
 # run id, key, key limit, NULL, NULL) per candidate, in claim order, then ('k', NULL, NULL,
 # name, count, fifo, head) per key row found.
 READY_KEYED_WITH_KEYS = (
-    """
-            WITH candidates AS MATERIALIZED (
-            SELECT id, run_id, concurrency_key, key_limit, priority, due_at FROM {steps} s"""
-    + _READY_UNPAUSED
-    + _KEY_HAS_ROOM
+    _KEYED_CANDIDATES
+    + _locked_keys("SELECT unnest(?::text[])")
     + """
-            ORDER BY priority DESC, due_at, id
-            LIMIT ?{skip_locked}
-            ), locked_keys AS MATERIALIZED (
-                SELECT k.name, k.running, k.fifo, k.head
-                FROM (
-                    SELECT concurrency_key AS name FROM candidates
-                    WHERE concurrency_key IS NOT NULL
-                    UNION
-                    SELECT unnest(?::text[])
-                    ORDER BY 1
-                ) AS wanted
-                CROSS JOIN LATERAL (
-                    SELECT l.name, l.running, l.fifo, l.head FROM {limits} l
-                    WHERE l.kind = 'key' AND l.name = wanted.name
-                    FOR UPDATE
-                ) k
-            )
             SELECT part, id, run_id, name, number, fifo, head FROM (
                 SELECT 'c' AS part, id, run_id, concurrency_key AS name, key_limit AS number,
                     NULL::integer AS fifo, NULL::text AS head, priority, due_at
@@ -967,31 +986,12 @@ READY_KEYED_WITH_KEYS = (
 # The lease is MARK_CLAIMED_RETURNING_RUNS over the admitted. Parameters: the ready
 # predicate's, the candidates' LIMIT, the released names and counts, then {claimed_set}'s.
 CLAIM_KEYED = (
-    """
-            WITH candidates AS MATERIALIZED (
-            SELECT id, run_id, concurrency_key, key_limit, priority, due_at FROM {steps} s"""
-    + _READY_UNPAUSED
-    + _KEY_HAS_ROOM
-    + """
-            ORDER BY priority DESC, due_at, id
-            LIMIT ?{skip_locked}
-            ), released AS MATERIALIZED (
+    _KEYED_CANDIDATES
+    + """released AS MATERIALIZED (
                 SELECT name, count FROM unnest(?::text[], ?::integer[]) AS given (name, count)
-            ), locked_keys AS MATERIALIZED (
-                SELECT k.name, k.running, k.fifo, k.head
-                FROM (
-                    SELECT concurrency_key AS name FROM candidates
-                    WHERE concurrency_key IS NOT NULL
-                    UNION
-                    SELECT name FROM released
-                    ORDER BY 1
-                ) AS wanted
-                CROSS JOIN LATERAL (
-                    SELECT l.name, l.running, l.fifo, l.head FROM {limits} l
-                    WHERE l.kind = 'key' AND l.name = wanted.name
-                    FOR UPDATE
-                ) k
-            ), turns AS MATERIALIZED (
+            ), """
+    + _locked_keys("SELECT name FROM released")
+    + """, turns AS MATERIALIZED (
                 SELECT k.name, k.head AS recorded,
                     CASE WHEN EXISTS (
                         SELECT 1 FROM {runs} h WHERE h.id = k.head AND h.fifo_key = k.name
