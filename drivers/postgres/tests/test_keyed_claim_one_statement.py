@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 
 import cairnflow as cf
 from cairnflow.store import ClaimedAttempt, ClaimRequest, QueueClaim, Succeeded
+from cairnflow.testing import wait_until
 from cairnflow_postgres import PostgresStore
 
 pytestmark = pytest.mark.timeout(240)
@@ -127,6 +129,58 @@ def _play(store: PostgresStore, admin: psycopg.Connection[Any], seed: int) -> li
         if name != "a1":  # deleted while held: its new row counts from the next claim on
             assert running == counted.get(name, 0), (name, running, counted)
     return seen
+
+
+@pytest.mark.parametrize("in_one", [True, False], ids=["one statement", "two steps"])
+def test_a_claim_that_waited_for_a_key_counts_what_its_holder_committed(
+    make_store: Callable[..., PostgresStore],
+    admin_conn: psycopg.Connection[Any],
+    postgres_url: str,
+    in_one: bool,
+) -> None:
+    """The worst moment for a keyed claim: another transaction holds the key's row, having
+    taken its last slot, and commits while the claim waits for the row. The claim must
+    read the count as committed (its statement's snapshot predates the wait), and lease
+    nothing."""
+    store = make_store(notify=False)
+    store.dialect.claims_keyed_in_one = in_one
+    client = cf.Client(store)
+    wf = cf.Workflow("one", concurrency=cf.Concurrency(key=lambda p: p["key"], limit=1))
+    wf.step(lambda ctx, data: None, name="only")
+    client.register(wf)
+    ref = client.enqueue("one", {"key": "k"})
+    t = store.tables
+    now = 10**9
+    request = ClaimRequest(
+        frozenset({"one"}), 4, now, now + LEASE, "node", (QueueClaim("default"),), True
+    )
+    claimed: list[list[ClaimedAttempt]] = []
+    with psycopg.connect(postgres_url) as holder:
+        # Another claimer's transaction: it took the key's one slot and holds its row.
+        holder.execute(f"UPDATE {t.limits} SET running = 1 WHERE kind = 'key' AND name = 'k'")
+        (holder_pid,) = holder.execute("SELECT pg_backend_pid()").fetchone()  # type: ignore[misc]
+        waiter = threading.Thread(target=lambda: claimed.append(store.claim(request)))
+        waiter.start()
+        # The claim is waiting for the key's row (the server says so; no sleep).
+        wait_until(
+            lambda: (
+                admin_conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND %s = ANY(pg_blocking_pids(pid))",
+                    (holder_pid,),
+                ).fetchone()[0]  # type: ignore[index]
+                == 1
+            ),
+            timeout=60,
+        )
+        holder.commit()
+    waiter.join(60)
+    assert claimed == [[]], claimed
+    (running,) = admin_conn.execute(
+        f"SELECT running FROM {t.limits} WHERE kind = 'key' AND name = 'k'"
+    ).fetchone()  # type: ignore[misc]
+    assert running == 1  # the holder's slot, not moved by the claim that admitted nothing
+    assert client.info(ref).status is cf.Status.QUEUED
 
 
 @pytest.mark.parametrize("seed", range(10))
