@@ -200,13 +200,10 @@ class Claims(Part):
             # One queue, no rate to charge: the whole claim is one statement (CLAIM_KEYED),
             # sent, not read, as a plain claim's (in a pipeline, with the COMMIT).
             ask = asks[0]
-            limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
-            if ask.name in room:
-                limit = min(limit, room[ask.name])
             statement = q.claim_keyed(
                 workflows=workflows,
                 queue=ask.name,
-                limit=limit,
+                limit=_candidates_limit(request, ask, room),
                 released=released,
                 claimed=claimed,
             )
@@ -218,9 +215,7 @@ class Claims(Part):
         # one statement (READY_KEYED_WITH_KEYS), one round trip less.
         with_keys = len(asks) == 1 and self._dialect.key_arrays
         for ask in asks:
-            limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
-            if ask.name in room:
-                limit = min(limit, room[ask.name])
+            limit = _candidates_limit(request, ask, room)
             if with_keys:
                 statement = q.ready_keyed_with_keys(
                     workflows=workflows, queue=ask.name, limit=limit, released=sorted(released)
@@ -299,3 +294,10 @@ class Claims(Part):
                 )
             )
         return claimed
+
+
+def _candidates_limit(request: ClaimRequest, ask: QueueClaim, room: Mapping[str, int]) -> int:
+    """How many candidates a keyed claim reads of queue ``ask``: the request's limit, within
+    the queue's own limit and the room its global limit leaves."""
+    limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
+    return min(limit, room[ask.name]) if ask.name in room else limit

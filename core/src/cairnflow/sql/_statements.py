@@ -961,6 +961,16 @@ READY_KEYED_WITH_KEYS = (
 )
 """READY_KEYED and LOCK_KEYS_ARRAY in one statement (Postgres, a claim of one queue)."""
 
+_RELOCK_WANTED = """
+                CROSS JOIN LATERAL (
+                    SELECT name FROM {limits}
+                    WHERE kind = 'key' AND name = wanted.name
+                    FOR UPDATE
+                ) k"""
+"""Each ``wanted.name``'s key row, locked by primary key in a LATERAL subquery (never flattened
+into a join: a nested loop whatever the statistics), in ``wanted``'s order: the key moves'
+(MOVE_KEYS_ARRAY, CLAIM_KEYED) way to update in name order."""
+
 # Postgres (Dialect.claims_keyed_in_one), a keyed claim of one queue: the whole claim in one
 # statement, Keys.admit's rules in SQL, sent in the claim's pipeline as the plain claim's
 # UPDATE is (behind an outcome batch's run writes, before its COMMIT): no round trip of its
@@ -1035,12 +1045,9 @@ CLAIM_KEYED = (
                         ARRAY(SELECT delta FROM moves WHERE delta <> 0 OR turned ORDER BY name),
                         ARRAY(SELECT turn FROM moves WHERE delta <> 0 OR turned ORDER BY name),
                         ARRAY(SELECT turned FROM moves WHERE delta <> 0 OR turned ORDER BY name)
-                    ) AS wanted (name, delta, turn, turned)
-                    CROSS JOIN LATERAL (
-                        SELECT name FROM {limits}
-                        WHERE kind = 'key' AND name = wanted.name
-                        FOR UPDATE
-                    ) k
+                    ) AS wanted (name, delta, turn, turned)"""
+    + _RELOCK_WANTED
+    + """
                 ) m
                 WHERE l.kind = 'key' AND l.name = m.name
             ), created AS (
@@ -1074,18 +1081,17 @@ MOVE_KEYS = """
 # The keys are locked first, in the array's order (name order), by a LATERAL subquery as in
 # LOCK_KEYS_ARRAY, whatever join the update is planned as: a release that is no claim's
 # locks in the claim's order too.
-MOVE_KEYS_ARRAY = """
+MOVE_KEYS_ARRAY = (
+    """
             UPDATE {limits} l SET running = l.running + m.delta
             FROM (
                 SELECT k.name, wanted.delta
-                FROM unnest(?::text[], ?::integer[]) AS wanted (name, delta)
-                CROSS JOIN LATERAL (
-                    SELECT name FROM {limits}
-                    WHERE kind = 'key' AND name = wanted.name
-                    FOR UPDATE
-                ) k
+                FROM unnest(?::text[], ?::integer[]) AS wanted (name, delta)"""
+    + _RELOCK_WANTED
+    + """
             ) m
             WHERE l.kind = 'key' AND l.name = m.name"""
+)
 """MOVE_KEY for several keys in one statement, the names and counts as arrays (Postgres)."""
 
 SET_HEAD = "UPDATE {limits} SET head = ? WHERE kind = 'key' AND name = ?"
