@@ -105,6 +105,44 @@ def analyze(engine: Engine, conn: Any, tables: Sequence[str]) -> None:
         cur.fetchall()
 
 
+def settle(engine: Engine, conn: Any, *, timeout: float = 120.0) -> float:
+    """Write a bulk fill's pages out before measuring beside it; the seconds it took.
+
+    A history of finished runs accumulated over days sits on disk; the same history written
+    by one statement a moment ago is still dirty in the server's cache, and the server
+    flushes it while the next workload runs, competing with that workload's commits for the
+    disk. Postgres: a ``CHECKPOINT`` (skipped without the right to it). MariaDB: wait until
+    the buffer pool's dirty pages are under 5% of it (InnoDB flushes in the background; at
+    most ``timeout`` seconds). SQLite: a ``wal_checkpoint(TRUNCATE)``.
+    """
+    started = time.perf_counter()
+    cur = conn.cursor()
+    if engine.name == "postgres":
+        conn.autocommit = True
+        # Without the right to it (not a superuser nor pg_checkpoint) measure as is.
+        with contextlib.suppress(Exception):
+            cur.execute("CHECKPOINT")
+    elif engine.name == "mariadb":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            cur.execute(
+                "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                "WHERE VARIABLE_NAME IN ('INNODB_BUFFER_POOL_PAGES_DIRTY', "
+                "'INNODB_BUFFER_POOL_PAGES_TOTAL')"
+            )
+            status = {name.upper(): int(value) for name, value in cur.fetchall()}
+            if (
+                status["INNODB_BUFFER_POOL_PAGES_DIRTY"] * 20
+                < status["INNODB_BUFFER_POOL_PAGES_TOTAL"]
+            ):
+                break
+            time.sleep(1.0)
+    elif engine.name == "sqlite":
+        cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        cur.fetchall()
+    return time.perf_counter() - started
+
+
 def verify(engine: Engine, prefix: str, runs: int) -> None:
     """Fail unless exactly ``runs`` runs exist and every one succeeded (read from the store)."""
     total, succeeded = raw_one(
