@@ -49,6 +49,7 @@ MIGRATIONS = [
     "020_step_history_branches",
     "021_lifecycle",
     "022_tenant",
+    "023_runs_finished",
 ]
 
 
