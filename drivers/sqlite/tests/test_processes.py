@@ -135,6 +135,21 @@ def test_four_worker_processes_one_killed_midway(tmp_path: Path) -> None:
             enqueuer.enqueue_many(cf.Job("chain", total_runs + i) for i in range(20))
             total_runs += 20
             time.sleep(0.1)
+        # The first must die holding leases: a backlog keeps every process claiming (a claim
+        # is committed with the outcomes before it, so a busy worker always holds some), and
+        # it is killed once the store shows one of its attempts running. Without the backlog
+        # the others could have drained the queue and w0 died idle (a CI run on a busy
+        # machine: no step was reclaimed).
+        enqueuer.enqueue_many(cf.Job("chain", total_runs + i) for i in range(500))
+        total_runs += 500
+        wait_until(
+            lambda: (
+                count(db, "SELECT COUNT(*) FROM cf_steps WHERE node = 'w0' AND status = 'running'")
+                > 0
+            ),
+            timeout=240,
+            what="the first worker to hold a running step",
+        )
         workers["w0"].send_signal(signal.SIGKILL)
         assert workers["w0"].wait(10) == -signal.SIGKILL
         wait_until(
