@@ -50,6 +50,7 @@ MIGRATIONS = [
     "021_lifecycle",
     "022_tenant",
     "023_runs_finished",
+    "024_lifecycle_run_probe",
 ]
 
 

@@ -56,6 +56,7 @@ MIGRATIONS = [
     "021_lifecycle",
     "022_tenant",
     "023_runs_finished",
+    "024_lifecycle_switch",
 ]
 
 
@@ -152,6 +153,8 @@ def _older_release(db: Path, version: int) -> SQLiteStore:
         _without_run_column(store, "tenant")
     if version < 15:  # a release before run headers: its statements read and write none
         _without_run_column(store, "headers")
+    if version < 24:  # a release whose lifecycle triggers (if any) were permanent
+        store.dialect.switches_lifecycle = False
     if version < 6:  # a release before pauses: its claim reads no pauses table
         # (the parameters of today's claim, Queries.ready_params: the gate's two, the queue,
         # the workflows, the queue's pause, each compared with the queue here)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -523,6 +523,24 @@ class Dialect:
         died, without its ledger row), where its SQL has no ``IF NOT EXISTS``.
         """
         cursor.execute(statement)
+
+    switches_lifecycle = False
+    """True: the lifecycle triggers exist only while a subscription wants them
+    (:meth:`switch_lifecycle`). False, the portable default: they are permanent and
+    look up ``lifecycle_subs`` at every transition."""
+
+    def switch_lifecycle(
+        self, cursor: Cursor, tables: Mapping[str, str], channels: Collection[str]
+    ) -> None:
+        """Create or drop the lifecycle triggers so they match ``channels``, the channels
+        ``lifecycle_subs`` holds a subscription of (``Cap.LIFECYCLE``).
+
+        Requires :attr:`switches_lifecycle`, and a role that may run DDL at any time.
+        Called in the transaction that changed the subscriptions, so a transition
+        commits either before it (no subscriber yet) or after it (the triggers
+        exist), and after every ``migrate``. ``tables`` holds the namespace's
+        placeholders (:meth:`Tables.template`). The default does nothing.
+        """
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

@@ -7,7 +7,11 @@ makes the transition, so a fenced write that changes no row writes no event,
 and a transition adds no statement of the engine. The triggers write only
 while a row of ``lifecycle_subs`` wants the events of the run's workflow (a
 client that subscribes records one when it starts): a store nobody subscribed
-to pays one lookup of an empty table per transition and writes nothing.
+to pays one lookup of an empty table per transition and writes nothing. Where
+the dialect switches them (:attr:`Dialect.switches_lifecycle`, SQLite), the
+triggers exist only while a subscription of their channel does: created in the
+transaction that records the first, dropped in the one that removes the last,
+and made to match after every ``migrate``, so such a store pays nothing.
 
 Nothing reads the outbox by a cursor over its ids: ids are not given in commit
 order on Postgres or MySQL, so a reader that followed them could pass a row
@@ -38,6 +42,8 @@ FIND_SUBSCRIPTION = "SELECT 1 FROM {lifecycle_subs} WHERE channel = ? AND workfl
 INSERT_SUBSCRIPTION = """
             INSERT INTO {lifecycle_subs} (channel, workflow, since) VALUES (?, ?, ?)"""
 DELETE_SUBSCRIPTION = "DELETE FROM {lifecycle_subs} WHERE channel = ? AND workflow = ?"
+SUBSCRIBED_CHANNELS = "SELECT DISTINCT channel FROM {lifecycle_subs}"
+"""The channels with a subscription: which lifecycle triggers a switching dialect keeps."""
 DELETE_CHANNEL_EVENTS = "DELETE FROM {lifecycle} WHERE channel = ? AND workflow = ?"
 DELETE_CHANNEL_ALL_EVENTS = "DELETE FROM {lifecycle} WHERE channel = ?"
 FREE_EVENTS = """
@@ -104,6 +110,8 @@ class LifecycleOutbox(Part):
         self._find = s.render(FIND_SUBSCRIPTION, values)
         self._subscribe = s.render(INSERT_SUBSCRIPTION, values)
         self._unsubscribe = s.render(DELETE_SUBSCRIPTION, values)
+        self._channels = s.render(SUBSCRIBED_CHANNELS, values)
+        self._tables = values
         self._drop_events = s.render(DELETE_CHANNEL_EVENTS, values)
         self._drop_all_events = s.render(DELETE_CHANNEL_ALL_EVENTS, values)
         self._free = s.render(FREE_EVENTS, values | {"skip_locked": context.dialect.skip_locked})
@@ -120,6 +128,9 @@ class LifecycleOutbox(Part):
         def work(cur: Cursor) -> None:
             if not self._execute(cur, self._find, (channel, workflow)).fetchall():
                 self._execute(cur, self._subscribe, (channel, workflow, now))
+            # Also for a subscription found: its triggers may have been dropped by a
+            # migration applied by hand (migration_scripts), without migrate's switch.
+            self._switch(cur)
 
         self._tx.upsert(work)
 
@@ -127,12 +138,27 @@ class LifecycleOutbox(Part):
         """Drop a subscription and its undelivered rows; how many rows went."""
 
         def work(cur: Cursor) -> int:
-            self._execute(cur, self._unsubscribe, (channel, workflow))
+            if self._execute(cur, self._unsubscribe, (channel, workflow)).rowcount:
+                self._switch(cur)
             if workflow == "":
                 return int(self._execute(cur, self._drop_all_events, (channel,)).rowcount)
             return int(self._execute(cur, self._drop_events, (channel, workflow)).rowcount)
 
         return self._tx.run(work)
+
+    def switch_lifecycle(self) -> None:
+        """Make a switching dialect's triggers match the subscriptions (after ``migrate``:
+        a migration that created or dropped them knew nothing of the subscriptions)."""
+        if self._dialect.switches_lifecycle:
+            self._tx.run(self._switch)
+
+    def _switch(self, cur: Cursor) -> None:
+        """:meth:`Dialect.switch_lifecycle` in the transaction open on ``cur``, which just
+        changed the subscriptions (nothing where the triggers are permanent)."""
+        dialect = self._dialect
+        if dialect.switches_lifecycle:
+            rows = self._execute(cur, self._channels).fetchall()
+            dialect.switch_lifecycle(cur, self._tables, {to_text(row[0]) for row in rows})
 
     def claim_lifecycle(
         self,

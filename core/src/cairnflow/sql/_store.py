@@ -314,8 +314,13 @@ class SQLStore:
 
         The dialect serialises migrators across processes, and the ledger is
         read after the lock is taken, so each version is applied exactly once.
+        Then a dialect that switches the lifecycle triggers makes them match the
+        subscriptions (:meth:`Dialect.switch_lifecycle`).
         """
-        return self._schema.migrate()
+        applied = self._schema.migrate()
+        if Cap.LIFECYCLE in self.capabilities:
+            self._lifecycle.switch_lifecycle()
+        return applied
 
     def migration_scripts(self) -> list[tuple[str, str]]:
         """Every migration as SQL a DBA can apply by hand, ledger rows included."""

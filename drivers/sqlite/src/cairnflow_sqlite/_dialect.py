@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from cairnflow import CairnError
 from cairnflow.sql import Cursor, Dialect
+
+from ._lifecycle import switch_statements
 
 __all__ = ["SQLiteDialect"]
 
@@ -64,6 +66,15 @@ class SQLiteDialect(Dialect):
     def begin(self, cursor: Cursor, *, write: bool) -> None:
         """``BEGIN IMMEDIATE`` for writes (the write lock up front), ``BEGIN`` for reads."""
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    switches_lifecycle = True  # the lifecycle triggers exist only while subscribed (._lifecycle)
+
+    def switch_lifecycle(
+        self, cursor: Cursor, tables: Mapping[str, str], channels: Collection[str]
+    ) -> None:
+        """Create the lifecycle triggers ``channels`` want, drop the others (``._lifecycle``)."""
+        for statement in switch_statements(tables, channels):
+            cursor.execute(statement)
 
     def begin_migration(self, cursor: Cursor) -> None:
         """Each migration file runs inside ``BEGIN IMMEDIATE``: migrators queue up on the file."""
