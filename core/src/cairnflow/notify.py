@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 __all__ = [
     "LOCAL",
     "ClosableNotifier",
+    "InlineNotifier",
     "LocalNotifier",
     "Notifier",
     "Subscribers",
@@ -52,6 +53,31 @@ class ClosableNotifier(Notifier, Protocol):
 
     def close(self) -> None:
         """Stop the notifier's threads and close its connections (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class InlineNotifier(Notifier, Protocol):
+    """A notifier whose hint a store can send inside the enqueue's own transaction.
+
+    Requirement: the hint is a statement of the database the runs are written
+    to, delivered at that transaction's commit and dropped with its rollback
+    (Postgres's ``NOTIFY``: :meth:`Dialect.notify_in_transaction`). The store
+    then sends no statement more and no second round trip, and the listeners
+    wake as the runs become visible, not one round trip later.
+    """
+
+    def reserve_inline(self, channel: str) -> bool:
+        """Whether a hint of ``channel`` would go out now (the first of a quiet spell):
+        if so, it counts as sent now, and the caller sends it in its transaction. False:
+        the caller sends none, and its :meth:`notify` after the commit is coalesced as
+        usual."""
+        ...
+
+    def sent_inline(self, channel: str) -> None:
+        """The transaction holding a reserved hint of ``channel`` committed: the next
+        :meth:`notify` of ``channel`` from this thread (the one that follows that commit)
+        is covered by it, and sends nothing."""
         ...
 
 

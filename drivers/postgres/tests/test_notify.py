@@ -129,6 +129,50 @@ def test_a_burst_of_enqueues_is_a_few_notifies(
         worker.wait(run.ref, timeout=30)
 
 
+def test_the_first_hint_of_a_quiet_spell_goes_in_the_enqueue_and_no_second_follows(
+    make_store: StoreFactory,
+    make_client: ClientFactory,
+    raw_listener: Callable[[str], Callable[[float], int]],
+) -> None:
+    store = make_store(notify_debounce=1.0)  # long: a slow machine stays inside the window
+    notifier = store.notifier
+    assert notifier is not None
+    count = raw_listener(store.channel)
+    client = make_client(store, stamp(), start=False)
+    client.enqueue("stamp")
+    # One NOTIFY, the enqueue's own; the client's hint after it was covered (a trailing
+    # NOTIFY at the end of the 1 s window would make two).
+    assert (count(1.5), notifier.inline, notifier.sent) == (1, 1, 1)
+    client.enqueue_many([cf.Job("stamp"), cf.Job("stamp")])  # quiet again: a batch carries one
+    assert (count(1.5), notifier.inline, notifier.sent) == (1, 2, 2)
+    client.enqueue("stamp")
+    client.enqueue("stamp")  # inside the window: coalesced into a NOTIFY at its end
+    assert (count(2.0), notifier.inline, notifier.sent) == (2, 3, 4)
+    client.enqueue("stamp", delay=3600)  # nothing due: no hint at all
+    assert (count(0.5), notifier.inline, notifier.sent) == (0, 3, 4)
+
+
+def test_a_refused_enqueue_sends_no_hint_and_covers_none(
+    make_store: StoreFactory,
+    make_client: ClientFactory,
+    raw_listener: Callable[[str], Callable[[float], int]],
+) -> None:
+    store = make_store(notify_debounce=0.05)
+    notifier = store.notifier
+    assert notifier is not None
+    count = raw_listener(store.channel)
+    client = make_client(store, stamp(), start=False)
+    client.enqueue("stamp", key="held")
+    assert count(0.3) == 1
+    with pytest.raises(cf.DuplicateRun):
+        client.enqueue("stamp", key="held")
+    # The refused transaction reserved its hint and rolled it back: nothing arrives, and
+    # the next hint of this thread is not taken for one that was covered.
+    assert (count(0.3), notifier.inline) == (0, 2)
+    notifier.notify(store.channel)
+    assert count(0.5) == 1
+
+
 def test_the_listener_comes_back_after_its_backend_is_terminated(
     make_store: StoreFactory,
     make_client: ClientFactory,

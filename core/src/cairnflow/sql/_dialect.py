@@ -496,8 +496,15 @@ class Dialect:
 
         Called after the inserts, inside the savepoint, by a store with a
         notifier: an engine that delivers notifications at commit (Postgres's
-        ``NOTIFY``) sends it then, and never after a rollback.
+        ``NOTIFY``) sends it then, and never after a rollback. Also called in
+        the store's own enqueue for an :class:`~cairnflow.notify.InlineNotifier`.
         """
+
+    def notify_statement(self, channel: str) -> Statement:
+        """:meth:`notify_in_transaction`'s statement, to send as part of another
+        (:meth:`together`). Requires an engine that delivers notifications at commit;
+        the default has none and refuses."""
+        raise TypeError(f"{type(self).__name__} has no statement that notifies at commit")
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:

@@ -22,6 +22,14 @@ transaction usable; nothing there is committed here, and nothing is retried
 (the client never sends those runs twice). A store with a notifier
 asks the dialect to queue its wake-up in that transaction
 (:meth:`Dialect.notify_in_transaction`), so it is sent at commit, never before.
+
+The store's own enqueue does the same with the first wake-up of a quiet spell
+when its notifier is an :class:`~cairnflow.notify.InlineNotifier` (Postgres's):
+the ``pg_notify`` goes in the one statement of a one-run enqueue, or in the
+pipeline of a batch, so the listeners wake at the commit that makes the runs
+visible instead of one round trip after it; the client's hint that follows is
+then covered (:meth:`InlineNotifier.sent_inline`). Later hints inside the
+notifier's debounce window are coalesced as before.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 
 from .._errors import CairnError, DuplicateRun, PayloadTooLarge
 from .._models import StepKind
+from ..notify import InlineNotifier
 from ..store import NewRun, NewStep, landed
 from ._dialect import Commit, Cursor, Statement
 from ._keys import Keys
@@ -87,6 +96,8 @@ class Enqueue(Part):
     def __init__(self, context: Context) -> None:
         super().__init__(context)
         self._keys = Keys(context)
+        notifier = context.notifier
+        self._inline = notifier if isinstance(notifier, InlineNotifier) else None
         self._shapes: dict[int, tuple[tuple[NewStep, ...], tuple[_StepShape, ...]]] = {}
 
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
@@ -94,8 +105,11 @@ class Enqueue(Part):
         if not runs:
             return []
         rows = self.prepare(runs)
+        notifier = self._inline_notifier(runs)
         try:
-            return self._tx.committing(lambda cur, commit: self.write(cur, commit, rows))
+            run_ids = self._tx.committing(
+                lambda cur, commit: self.write(cur, commit, rows, notify=notifier is not None)
+            )
         except UniqueViolation:
             found = self.landed(runs)  # read only now: the write never reads first
             if found is None:
@@ -107,6 +121,17 @@ class Enqueue(Part):
                 ", ".join(found),
             )
             return found
+        if notifier is not None:
+            notifier.sent_inline(self.context.channel)
+        return run_ids
+
+    def _inline_notifier(self, runs: Sequence[NewRun]) -> InlineNotifier | None:
+        """The notifier, when this enqueue carries its wake-up (module docstring): runs due
+        now (the client hints for those only), and a hint that would go out now."""
+        notifier = self._inline
+        if notifier is None or not any(new.run_at <= new.created_at for new in runs):
+            return None
+        return notifier if notifier.reserve_inline(self.context.channel) else None
 
     def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
         """Insert the runs in the application's open transaction ``tx`` (never committed here)."""
@@ -246,7 +271,9 @@ class Enqueue(Part):
         self._shapes[id(steps)] = (steps, shape)
         return shape
 
-    def write(self, cur: Cursor, commit: Commit, rows: EnqueueRows) -> list[str]:
+    def write(
+        self, cur: Cursor, commit: Commit, rows: EnqueueRows, *, notify: bool = False
+    ) -> list[str]:
         """:meth:`insert` ``rows`` between the transaction's BEGIN and COMMIT, sent together.
 
         On Postgres the BEGIN, the inserts and the COMMIT go out in one round trip
@@ -254,16 +281,21 @@ class Enqueue(Part):
         #20 (BEGIN, the run, its steps, COMMIT), then 3 (psycopg's own BEGIN and
         closing syncs). A unique index refusing a row raises at the end of the
         trip, and the transaction, aborted, is rolled back. Elsewhere: the inserts,
-        then the COMMIT.
+        then the COMMIT. ``notify``: the wake-up goes with them
+        (:meth:`Dialect.notify_in_transaction`; in the one statement, its last part).
         """
-        together = self._together(cur, rows)
-        if together is not None and self._dialect.commit_alone(cur, commit, together):
+        dialect, channel = self._dialect, self.context.channel
+        together = self._together(cur, rows, notify=notify)
+        if together is not None and dialect.commit_alone(cur, commit, together):
             self._tx.stats.count(statements=1)
             return rows[0]
-        with self._dialect.pipelined_transaction(cur, commit) as writing:
-            return self.insert(writing, rows)
+        with dialect.pipelined_transaction(cur, commit) as writing:
+            run_ids = self.insert(writing, rows)
+            if notify:
+                dialect.notify_in_transaction(writing, channel)
+            return run_ids
 
-    def _together(self, cur: Cursor, rows: EnqueueRows) -> Statement | None:
+    def _together(self, cur: Cursor, rows: EnqueueRows, *, notify: bool) -> Statement | None:
         """A one-run enqueue without labels or keys as one statement (:meth:`Dialect.together`),
         checked against the statement limit; None where the dialect does not write inserts
         together, for any other enqueue, or where the one statement would not fit.
@@ -283,6 +315,8 @@ class Enqueue(Part):
             statements.extend((dialect.sql(q.insert_steps.single), tuple(r)) for r in step_rows)
         else:
             statements.append(dialect.batch_insert(q.insert_steps, step_rows))
+        if notify:
+            statements.append(dialect.notify_statement(self.context.channel))
         together = dialect.together(statements)
         try:
             check_statement(dialect, cur, *together)

@@ -507,7 +507,11 @@ class PostgresDialect(Dialect):
 
     def notify_in_transaction(self, cursor: Cursor, channel: str) -> None:
         """Queue a ``NOTIFY``: Postgres delivers it at commit, and drops it on rollback."""
-        cursor.execute("SELECT pg_notify(%s, '')", (channel,))
+        cursor.execute(*self.notify_statement(channel))
+
+    def notify_statement(self, channel: str) -> Statement:
+        """``SELECT pg_notify(channel, '')``: last in a one-run enqueue's ``WITH`` statement."""
+        return "SELECT pg_notify(%s, '')", (channel,)
 
     @contextlib.contextmanager
     def migration_lock(self, cursor: Cursor, key: str) -> Iterator[None]:
