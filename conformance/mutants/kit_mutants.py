@@ -178,9 +178,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "batch-split",
         f"{SQL}/_enqueue.py",
-        "return self._tx.committing(lambda cur, commit: self.write(cur, commit, rows))",
-        "return [i for one in runs for i in self._tx.committing("
-        "lambda cur, commit, one=one: self.write(cur, commit, self.prepare([one])))]",
+        "run_ids = self._tx.committing(lambda cur, commit: write(cur, commit, rows))",
+        "run_ids = [i for one in runs for i in self._tx.committing("
+        "lambda cur, commit, one=one: write(cur, commit, self.prepare([one])))]",
         "batch_enqueue",
         "a batch is written run by run, one transaction each: a conflict keeps the earlier runs",
     ),

@@ -1,13 +1,14 @@
-"""How many statements an enqueue sends to the server, as the server counts them.
+"""How many statements an enqueue sends to the server, and in how many round trips.
 
-Each statement PyMySQL sends is one round trip (``CLIENT.MULTI_STATEMENTS`` is
-off: a statement can carry only one), so an enqueue is as few as the tables it
-writes, plus the COMMIT: the runs in one INSERT, their steps in one (a multi-row
-VALUES), the labels in one when there are any. A batch is the same count as one
-run. The server's own counter (the session's ``Questions``) is read on the
-store's only connection: counted, never timed, so a change that adds a
-statement (a read before the write, a statement per row) fails here instead of
-showing up as noise in a benchmark.
+An enqueue is as few statements as the tables it writes, plus the COMMIT: the
+runs in one INSERT, their steps in one (a multi-row VALUES), the labels in one
+when there are any. A batch is the same count as one run. The server's own
+counter (the session's ``Questions``) is read on the store's only connection:
+counted, never timed, so a change that adds a statement (a read before the
+write, a statement per row) fails here instead of showing up as noise in a
+benchmark. A one-run enqueue sends its statements and the COMMIT as one query
+(``CLIENT.MULTI_STATEMENTS``): one round trip, counted as the queries PyMySQL
+sends.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pymysql
 import pytest
 
 import cairnflow as cf
@@ -67,5 +69,39 @@ def test_an_enqueue_is_one_statement_per_table_and_the_commit(server: Server, pr
         assert caught.value.run_id is not None
         assert client.enqueue("chain", 5, key="free").id  # nothing of the batch holds it
         assert server.query(f"SELECT COUNT(*) FROM `{prefix}runs`") == [(404,)]
+    finally:
+        store.close()
+
+
+def test_a_one_run_enqueue_is_one_round_trip(
+    server: Server, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MySQLStore(server.url, table_prefix=prefix, pool_size=1)
+    sent: list[str] = []
+    execute = pymysql.connections.Connection._execute_command
+
+    def counted(conn: Any, command: int, sql: Any) -> Any:
+        if command == pymysql.constants.COMMAND.COM_QUERY:
+            sent.append(sql if isinstance(sql, str) else sql.decode())
+        return execute(conn, command, sql)
+
+    try:
+        store.migrate()
+        client = cf.Client(store, notifier=False)
+        client.register(_chain())
+        client.enqueue("chain", 0)
+        monkeypatch.setattr(pymysql.connections.Connection, "_execute_command", counted)
+        ref = client.enqueue("chain", 1)
+        assert len(sent) == 1, sent  # the run, its steps and the COMMIT in one query
+        assert sent[0].rstrip().endswith("COMMIT"), sent[0]
+        sent.clear()
+        client.enqueue("chain", 2, key="k")
+        with pytest.raises(cf.DuplicateRun):  # refused by the first statement: nothing lands
+            client.enqueue("chain", 3, key="k")
+        assert len(sent) >= 2, sent
+        monkeypatch.undo()
+        assert client.info(ref).status is cf.Status.QUEUED
+        assert server.query(f"SELECT COUNT(*) FROM `{prefix}runs`") == [(3,)]
+        assert server.query(f"SELECT COUNT(*) FROM `{prefix}steps`") == [(6,)]
     finally:
         store.close()

@@ -155,6 +155,12 @@ class Commit(Protocol):
         """
         ...
 
+    def sent(self) -> None:
+        """Say that the COMMIT announced by :meth:`sending` went through: the runner
+        sends no COMMIT of its own after the work (a driver whose ``commit()`` always
+        makes a round trip, PyMySQL's, would otherwise send one for nothing)."""
+        ...
+
 
 class Connections(Protocol):
     """Where a SQL store gets DB-API connections: usually a pool.
@@ -378,12 +384,14 @@ class Dialect:
     # -- one statement, committed alone ---------------------------------------------------------
     writes_together = False
     """True where :meth:`together` makes one statement of inserts into several tables, and
-    :meth:`commit_alone` sends it as a transaction of its own (Postgres)."""
+    :meth:`commit_alone` sends it as a transaction of its own (Postgres; MySQL, as one
+    query of several statements)."""
 
     def together(self, statements: Sequence[Statement]) -> Statement:
         """One statement doing what ``statements`` (inserts, each into its own table, in
         this dialect's paramstyle) do, all or nothing (Postgres: a ``WITH`` of
-        data-modifying statements). Called only where :attr:`writes_together`."""
+        data-modifying statements; MySQL: the statements ``;``-separated, one query,
+        committed by :meth:`commit_alone`). Called only where :attr:`writes_together`."""
         raise NotImplementedError(f"{type(self).__name__} does not write inserts together")
 
     def commit_alone(self, cursor: Cursor, commit: Commit, statement: Statement) -> bool:

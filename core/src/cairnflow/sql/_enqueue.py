@@ -34,6 +34,7 @@ notifier's debounce window are coalesced as before.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -106,10 +107,9 @@ class Enqueue(Part):
             return []
         rows = self.prepare(runs)
         notifier = self._inline_notifier(runs)
+        write = functools.partial(self.write, notify=notifier is not None)
         try:
-            run_ids = self._tx.committing(
-                lambda cur, commit: self.write(cur, commit, rows, notify=notifier is not None)
-            )
+            run_ids = self._tx.committing(lambda cur, commit: write(cur, commit, rows))
         except UniqueViolation:
             found = self.landed(runs)  # read only now: the write never reads first
             if found is None:

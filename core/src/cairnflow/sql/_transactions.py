@@ -118,6 +118,10 @@ class _Commit:
         """A COMMIT was sent, or is on its way: a lost connection leaves the outcome unknown."""
         self.committed = False
         """The work committed (the runner does not)."""
+        self.ended = False
+        """The work's own COMMIT ended the transaction and nothing was sent after it
+        (:meth:`sent`): the runner sends nothing, not even the ``commit()`` that closes a
+        read made after an early COMMIT."""
 
     def __call__(self) -> None:
         self.committing = True
@@ -126,6 +130,11 @@ class _Commit:
 
     def sending(self) -> None:
         self.committing = True
+
+    def sent(self) -> None:
+        self.committing = True
+        self.committed = True
+        self.ended = True
 
 
 class CountingCursor:
@@ -270,7 +279,7 @@ class Transactions:
                     result = work(cursor, commit)
                     if not commit.committed:
                         commit()
-                    else:
+                    elif not commit.ended:
                         # Reads after an early COMMIT (immutable rows: a claim's inputs)
                         # may have opened a transaction of their own: end it.
                         conn.commit()

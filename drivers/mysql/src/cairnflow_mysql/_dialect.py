@@ -28,11 +28,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import pymysql
+from pymysql.constants import CLIENT
 
 from cairnflow import CairnError
 from cairnflow.sql import (
     ClaimedRow,
     ClaimPlan,
+    Commit,
     Cursor,
     Dialect,
     ErrorClass,
@@ -210,6 +212,34 @@ class MySQLDialect(Dialect):
             log.warning(
                 "FLUSH TABLES %s failed (%s); the transaction runs again", tables, flush_error
             )
+
+    writes_together = True
+
+    def together(self, statements: Sequence[Statement]) -> Statement:
+        """The statements one after the other, ``;``-separated: one query, sent at once where
+        the connection takes several statements in one (:meth:`commit_alone`)."""
+        sql = ";\n".join(text for text, _ in statements)
+        return sql, tuple(value for _, values in statements for value in values)
+
+    def commit_alone(self, cursor: Cursor, commit: Commit, statement: Statement) -> bool:
+        """``statement`` and its ``COMMIT`` as one query: one round trip for a one-run enqueue,
+        where its run, its steps and the COMMIT were three.
+
+        Needs a connection opened with ``CLIENT.MULTI_STATEMENTS`` (the store's own); the
+        server runs the statements in order and stops at the first that fails, whose error
+        PyMySQL raises when it reads that statement's result (``nextset``), so the
+        transaction is rolled back as for any refused insert. False on any other connection.
+        """
+        conn = cursor.connection
+        if not conn.client_flag & CLIENT.MULTI_STATEMENTS:
+            return False
+        sql, params = statement
+        commit.sending()
+        cursor.execute(f"{sql};\nCOMMIT", params)
+        while cursor.nextset():
+            pass
+        commit.sent()
+        return True
 
     def statement_size(self, cursor: Cursor, sql: str, params: Sequence[Any]) -> int:
         """The packet PyMySQL sends for ``sql`` with ``params``, plus one byte.

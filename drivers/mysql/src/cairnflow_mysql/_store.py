@@ -344,7 +344,10 @@ def _connect_kwargs(
         "charset": "utf8mb4",
         "autocommit": False,
         # UPDATE reports the rows it matched, not the rows whose values changed: the SQL
-        # layer reads rowcount to know whether a fenced write applied.
-        "client_flag": CLIENT.FOUND_ROWS,
+        # layer reads rowcount to know whether a fenced write applied. Several statements
+        # in one query: a one-run enqueue, its inserts and its COMMIT, is one round trip
+        # (MySQLDialect.commit_alone). Every value is escaped by PyMySQL and every
+        # identifier validated and quoted, as for single statements.
+        "client_flag": CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
     }
     return kwargs
