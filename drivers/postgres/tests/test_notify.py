@@ -173,6 +173,23 @@ def test_a_refused_enqueue_sends_no_hint_and_covers_none(
     assert count(0.5) == 1
 
 
+def test_a_hint_is_not_taken_for_covered_by_an_earlier_clients_enqueue(
+    make_store: StoreFactory,
+    make_client: ClientFactory,
+    raw_listener: Callable[[str], Callable[[float], int]],
+) -> None:
+    """A client without a notifier sends no hint after its enqueue carried one: the mark
+    it left must not swallow the hint of the next enqueue of this thread (another client)."""
+    store = make_store(notify_debounce=1.0)  # long: both enqueues fall inside one window
+    count = raw_listener(store.channel)
+    quiet = make_client(store, stamp(), start=False, notifier=False)
+    loud = make_client(store, stamp(), start=False)
+    quiet.enqueue("stamp")  # inline; no hint of its own follows to take the mark
+    loud.enqueue("stamp")  # inside the window: not inline, its hint goes at the window's end
+    assert count(2.0) == 2
+    assert store.notifier is not None and (store.notifier.inline, store.notifier.sent) == (1, 2)
+
+
 def test_the_listener_comes_back_after_its_backend_is_terminated(
     make_store: StoreFactory,
     make_client: ClientFactory,

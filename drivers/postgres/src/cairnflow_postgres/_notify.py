@@ -267,6 +267,9 @@ class PgNotifier:
         """True when a NOTIFY of ``channel`` would go out now (no send within ``debounce``,
         none pending): it counts as sent, and the caller sends it in its transaction."""
         _check_channel(channel)
+        # A mark this thread left before is stale now: the hint it covered would have come
+        # before this enqueue began (its client may have had no notifier to send it).
+        self._inline.until.pop(channel, None)
         with self._lock:
             now = time.monotonic()
             if self._closed or self._pending or now - self._last_send < self.debounce:
