@@ -28,3 +28,17 @@ def test_a_plugin_never_replaces_a_core_command() -> None:
 def test_the_core_commands_are_all_there() -> None:
     for name in ("worker", "runs", "show", "stats", "servers", "retry", "dashboard"):
         assert name in main.commands
+
+
+def test_migrate_sql_says_which_stores_have_no_sql() -> None:
+    result = CliRunner().invoke(main, ["migrate", "memory://", "--sql"])
+    assert result.exit_code == 1
+    assert "memory:// has no SQL migrations" in result.output
+
+
+def test_the_sql_store_and_not_the_memory_store_has_migration_scripts() -> None:
+    from cairnflow.sql import SQLStore
+    from cairnflow.store import MemoryStore, MigrationScripts
+
+    assert issubclass(SQLStore, MigrationScripts)
+    assert not isinstance(MemoryStore(), MigrationScripts)

@@ -81,6 +81,41 @@ def test_an_enqueue_is_one_round_trip(
     client.enqueue_many(jobs)
     # One statement per table for the whole batch.
     assert store.stats.snapshot()["statements"] - before == 2
+    # Above Dialect.batch_chunk runs: a statement per table per chunk, still one trip.
+    assert store.dialect.batch_chunk == 100
+    chunked = [cf.Job("chain", i) for i in range(250)]
+    assert _round_trips(store, trace, lambda: client.enqueue_many(chunked)) == ROUND_TRIPS, (
+        trace.read_text()
+    )
+    before = store.stats.snapshot()["statements"]
+    client.enqueue_many(chunked)
+    assert store.stats.snapshot()["statements"] - before == 6
+
+
+def test_a_chunked_batch_keeps_every_run_with_its_own_steps(
+    make_store: Callable[..., PostgresStore],
+) -> None:
+    # Runs of one step and of two, mixed, across chunk boundaries (Dialect.batch_chunk).
+    store = make_store(max_size=1, notify=False)
+    client = cf.Client(store)
+    client.register(_noop_chain())
+    client.register(cf.Workflow("single", steps=[cf.Step("only", lambda ctx, data: None)]))
+    names = ["chain" if i % 3 == 0 else "single" for i in range(333)]
+    refs = client.enqueue_many([cf.Job(name, i) for i, name in enumerate(names)])
+    assert [ref.workflow for ref in refs] == names
+    tables = store.tables
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            f"SELECT r.id, r.workflow, r.payload, string_agg(s.name, ',' ORDER BY s.position)"
+            f" FROM {tables.runs} r JOIN {tables.steps} s ON s.run_id = r.id"
+            f" AND s.workflow = r.workflow GROUP BY r.id, r.workflow, r.payload"
+        ).fetchall()
+        (steps,) = conn.execute(f"SELECT COUNT(*) FROM {tables.steps}").fetchone()  # type: ignore[misc]
+        conn.rollback()
+    found = {run_id: (workflow, step_names) for run_id, workflow, _payload, step_names in rows}
+    expected_steps = {"chain": "first,second", "single": "only"}
+    assert found == {ref.id: (ref.workflow, expected_steps[ref.workflow]) for ref in refs}
+    assert steps == sum(len(expected_steps[name].split(",")) for name in names)
 
 
 def test_a_one_run_enqueue_is_one_statement_committed_alone(

@@ -185,8 +185,7 @@ def _without_run_column(store: SQLiteStore, column: str) -> None:
     insert = enqueue.insert
 
     def insert_without(cur: Any, rows: Any) -> list[str]:
-        run_ids, run_rows, *rest = rows
-        return insert(cur, (run_ids, [row[:-1] for row in run_rows], *rest))
+        return insert(cur, rows._replace(runs=[row[:-1] for row in rows.runs]))
 
     enqueue.insert = insert_without  # type: ignore[method-assign]
 

@@ -27,7 +27,7 @@ from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..logging import setup as setup_logging
 from ..sql import SQLStore
-from ..store import Store
+from ..store import MigrationScripts, Store
 from ._filters import parse_label, parse_labels, parse_since
 from ._queues import parse_queues
 from ._show import moment, run_json, time_of_day, took
@@ -129,11 +129,10 @@ def migrate(url: str, sql: bool, pairs: tuple[str, ...]) -> None:
     store = _open(url, pairs)
     try:
         if sql:
-            scripts = getattr(store, "migration_scripts", None)
-            if scripts is None:
+            if not isinstance(store, MigrationScripts):
                 scheme = url.split("://", maxsplit=1)[0]
                 raise click.ClickException(f"{scheme}:// has no SQL migrations")
-            for version, text in scripts():
+            for version, text in store.migration_scripts():
                 click.echo(f"-- {version}\n{text.rstrip()}\n")
             return
         applied = store.migrate()

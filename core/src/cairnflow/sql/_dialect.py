@@ -238,6 +238,13 @@ class Dialect:
     :attr:`statement_limit`. False, the portable default: the one-row statement through
     ``executemany``, which an embedded engine runs without a round trip per row (SQLite)."""
 
+    batch_chunk: int | None = None
+    """Runs per statement of a batch enqueue, where :attr:`pipelines` sends a statement
+    without waiting for the one before: the server inserts one chunk of runs and their
+    steps while the client encodes the next, in the same transaction. None: every run of
+    the batch in one statement per table (an engine that waits for each statement gains
+    nothing from chunks, and pays a statement more for each)."""
+
     statement_limit: StatementLimit | None = None
     """The largest statement the server takes, as the dialect learned it (MySQL: when its
     store connected). None, the portable default: no limit the SQL layer checks; the

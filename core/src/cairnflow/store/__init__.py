@@ -32,7 +32,7 @@ from ._facets import (
 )
 from ._landed import landed
 from ._memory import MemoryStore
-from ._protocol import Store
+from ._protocol import MigrationScripts, Store
 from ._query import run_matches
 from ._records import (
     ACTIVE,
@@ -110,6 +110,7 @@ __all__ = [
     "Lifecycle",
     "Locking",
     "MemoryStore",
+    "MigrationScripts",
     "NewRun",
     "NewStep",
     "Outcome",

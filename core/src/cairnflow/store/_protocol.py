@@ -60,7 +60,7 @@ from ._records import (
     StoreInfo,
 )
 
-__all__ = ["Store"]
+__all__ = ["MigrationScripts", "Store"]
 
 
 @runtime_checkable
@@ -228,4 +228,20 @@ class Store(Protocol):
 
     def list_runs(self, query: RunQuery) -> RunPage:
         """Runs matching ``query``, newest first, with step counts by status."""
+        ...
+
+
+@runtime_checkable
+class MigrationScripts(Protocol):
+    """A store whose migrations are SQL that a DBA can apply by hand (``cairn migrate --sql``).
+
+    Requirement: the scripts, applied in their order to an empty namespace, leave
+    the schema :meth:`Store.migrate` would leave, its ledger rows included, so
+    :meth:`Store.check_schema` passes afterwards and a later ``migrate()`` applies
+    only what is newer. Every store built on :class:`cairnflow.sql.SQLStore` has it;
+    a store with no SQL (the memory store) does not.
+    """
+
+    def migration_scripts(self) -> list[tuple[str, str]]:
+        """Every migration as ``(label, SQL text)``, in the order they are applied."""
         ...
