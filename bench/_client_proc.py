@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _apps
 
 import cairnflow as cf
+from cairnflow.shutdown import StopRequest
 from cairnflow.testing import build_notifier
 
 
@@ -53,8 +53,8 @@ def main() -> None:
         notifier=None if config.get("notifier", True) else False,
     )
     client.register(*[_apps.ALL[name]() for name in config["workflows"]])
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done = StopRequest()  # its handler takes no lock (cairnflow.shutdown)
+    done.install(signal.SIGTERM)
     client.start()
     print("ready", flush=True)
     if config.get("measure_idle"):
@@ -66,8 +66,7 @@ def main() -> None:
         store.close()
         print(json.dumps({k: after[k] - before[k] for k in after}), flush=True)
         return
-    while not done.wait(0.2):  # in slices: a SIGTERM another thread caught must get a turn
-        pass
+    done.wait()
     client.stop()
     store.close()
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import chaos_workload
 
 import cairnflow as cf
+from cairnflow.shutdown import StopRequest
 from cairnflow.testing import FAULTS_ENV, faults
 
 READY = "READY"
@@ -67,13 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         node_id=args.node,
     )
     client.register(*chaos_workload.workflows())
-    done = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    done = StopRequest()  # its handler takes no lock (cairnflow.shutdown)
+    done.install()
 
     def watch_stdin() -> None:
         sys.stdin.read()  # the parent holds our stdin open: EOF means it is gone
@@ -84,8 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         client.start()
         print(READY, flush=True)
         try:
-            while not done.wait(0.2):  # slices: signal handlers run in the main thread
-                pass
+            done.wait()
         finally:
             client.stop(timeout=10)
             store.close()

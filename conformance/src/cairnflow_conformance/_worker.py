@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import cairnflow as cf
+from cairnflow.shutdown import StopRequest
 
 from ._target import load_worker_factory
 from .workflows import process_workflows, ticker
@@ -116,13 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         wf for wf in candidates if set(wf.required_capabilities()) <= set(store.capabilities)
     ]
     client.register(*supported)
-    done = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    done = StopRequest()  # its handler takes no lock (cairnflow.shutdown)
+    done.install()
 
     def watch_stdin() -> None:
         # The parent holds our stdin open; EOF means it is gone, so stop too.
@@ -135,8 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Wait in slices, as `cairn worker` does: the kernel may deliver SIGTERM to any
         # thread, and Python runs the handler only when the main thread wakes up.
-        while not done.wait(0.2):
-            pass
+        done.wait()
     finally:
         client.stop(timeout=10)
         store.close()

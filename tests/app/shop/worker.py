@@ -7,22 +7,20 @@ binds a free port), then runs until SIGTERM or SIGINT and drains.
 from __future__ import annotations
 
 import os
-import signal
-import threading
 
 from cairnflow_prometheus import Metrics
 from prometheus_client import CollectorRegistry
 
 import cairnflow as cf
+from cairnflow.shutdown import StopRequest
 
 from .flows import workflows
 
 
 def main() -> None:
     store = cf.open_store(os.environ["CAIRNFLOW_URL"])
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopRequest()  # its handler takes no lock (cairnflow.shutdown)
+    stop.install()
     try:
         poll = float(os.environ.get("SHOP_POLL_INTERVAL", "1.0"))
         client = cf.Client(store, workers=2, poll_interval=poll, lease=60.0)
@@ -33,8 +31,7 @@ def main() -> None:
         try:
             client.start()
             print(f"metrics on http://127.0.0.1:{exporter.port}/metrics", flush=True)
-            while not stop.wait(0.2):
-                pass
+            stop.wait()
             client.drain(timeout=30.0)
         finally:
             exporter.stop()

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterable
+from types import FrameType
 from typing import Any
 
 import click
@@ -26,6 +27,7 @@ from .._models import StepInfo, StepKind, StepStatus
 from ..clock import from_ns
 from ..drivers import load_drivers, open_store
 from ..logging import setup as setup_logging
+from ..shutdown import StopRequest
 from ..sql import SQLStore
 from ..store import MigrationScripts, Store
 from ._filters import parse_label, parse_labels, parse_since
@@ -310,14 +312,11 @@ def worker(
     except BaseException:
         store.close()
         raise
-    done = threading.Event()
-    signals = 0
+    stop = StopRequest()  # its handler takes no lock (cairnflow.shutdown)
 
-    def on_signal(signum: int, _frame: object) -> None:
-        nonlocal signals
-        signals += 1
-        done.set()
-        if signals > 1:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.handler(signum, frame)
+        if stop.signals > 1:
             # A second signal: hand what still runs back now (it cuts the drain short; one
             # that lands before the drain began stops the client at once). From a thread of
             # its own, never from the handler: the handler runs in the main thread between
@@ -336,8 +335,7 @@ def worker(
         # Wait in slices: the kernel may deliver a signal to any thread, and Python runs
         # the handler only when the main thread wakes up. The client may stop by itself
         # (idle, recycle): then its own thread drains it.
-        while not done.wait(0.2) and client.running:
-            pass
+        stop.wait(until=lambda: not client.running)
         if client.running:
             console.print(f"draining: running steps get up to {drain_timeout:g}s to finish")
         report = _drain(client, drain_timeout)
