@@ -129,9 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     client.start()
     print(READY, flush=True)
     try:
-        # Wait in slices, as `cairn worker` does: the kernel may deliver SIGTERM to any
-        # thread, and Python runs the handler only when the main thread wakes up.
-        done.wait()
+        done.wait()  # a signal, or stdin closed (watch_stdin)
     finally:
         client.stop(timeout=10)
         store.close()

@@ -57,6 +57,13 @@ def _noop_chain() -> cf.Workflow:
     return wf
 
 
+def _statements(store: PostgresStore, action: Callable[[], object]) -> int:
+    """The statements ``action`` sent, as the store counts them."""
+    before = store.stats.snapshot()["statements"]
+    action()
+    return int(store.stats.snapshot()["statements"] - before)
+
+
 @pytest.mark.skipif(not hasattr(Trace, "SUPPRESS_TIMESTAMPS"), reason="needs libpq 14 traces")
 def test_an_enqueue_is_one_round_trip(
     make_store: Callable[..., PostgresStore], tmp_path: Path
@@ -77,19 +84,15 @@ def test_an_enqueue_is_one_round_trip(
     assert _round_trips(store, trace, lambda: client.enqueue_many(labelled)) == ROUND_TRIPS, (
         trace.read_text()
     )
-    before = store.stats.snapshot()["statements"]
-    client.enqueue_many(jobs)
     # One statement per table for the whole batch.
-    assert store.stats.snapshot()["statements"] - before == 2
+    assert _statements(store, lambda: client.enqueue_many(jobs)) == 2
     # Above Dialect.batch_chunk runs: a statement per table per chunk, still one trip.
     assert store.dialect.batch_chunk == 100
     chunked = [cf.Job("chain", i) for i in range(250)]
     assert _round_trips(store, trace, lambda: client.enqueue_many(chunked)) == ROUND_TRIPS, (
         trace.read_text()
     )
-    before = store.stats.snapshot()["statements"]
-    client.enqueue_many(chunked)
-    assert store.stats.snapshot()["statements"] - before == 6
+    assert _statements(store, lambda: client.enqueue_many(chunked)) == 6
 
 
 def test_a_chunked_batch_keeps_every_run_with_its_own_steps(
@@ -106,13 +109,13 @@ def test_a_chunked_batch_keeps_every_run_with_its_own_steps(
     tables = store.tables
     with store.pool.connection() as conn:
         rows = conn.execute(
-            f"SELECT r.id, r.workflow, r.payload, string_agg(s.name, ',' ORDER BY s.position)"
+            f"SELECT r.id, r.workflow, string_agg(s.name, ',' ORDER BY s.position)"
             f" FROM {tables.runs} r JOIN {tables.steps} s ON s.run_id = r.id"
-            f" AND s.workflow = r.workflow GROUP BY r.id, r.workflow, r.payload"
+            f" AND s.workflow = r.workflow GROUP BY r.id, r.workflow"
         ).fetchall()
         (steps,) = conn.execute(f"SELECT COUNT(*) FROM {tables.steps}").fetchone()  # type: ignore[misc]
         conn.rollback()
-    found = {run_id: (workflow, step_names) for run_id, workflow, _payload, step_names in rows}
+    found = {run_id: (workflow, step_names) for run_id, workflow, step_names in rows}
     expected_steps = {"chain": "first,second", "single": "only"}
     assert found == {ref.id: (ref.workflow, expected_steps[ref.workflow]) for ref in refs}
     assert steps == sum(len(expected_steps[name].split(",")) for name in names)
@@ -128,15 +131,13 @@ def test_a_one_run_enqueue_is_one_statement_committed_alone(
     client.register(_noop_chain())
     client.enqueue("chain", 0)
 
-    def statements(action: Callable[[], object]) -> int:
-        before = store.stats.snapshot()["statements"]
-        action()
-        return int(store.stats.snapshot()["statements"] - before)
-
     ref = client.enqueue("chain", 1)
-    assert statements(lambda: client.enqueue("chain", 2)) == 1
-    assert statements(lambda: client.enqueue("chain", 3, labels={"n": "3"})) == 3
-    assert statements(lambda: client.enqueue_many([cf.Job("chain", 4), cf.Job("chain", 5)])) == 2
+    assert _statements(store, lambda: client.enqueue("chain", 2)) == 1
+    assert _statements(store, lambda: client.enqueue("chain", 3, labels={"n": "3"})) == 3
+    assert (
+        _statements(store, lambda: client.enqueue_many([cf.Job("chain", 4), cf.Job("chain", 5)]))
+        == 2
+    )
     stored = store.get_run(ref.id)
     assert stored is not None and [s.name for s in stored.steps] == ["first", "second"]
     with store.pool.connection() as conn:
@@ -170,9 +171,7 @@ def test_a_one_run_enqueue_too_large_as_one_statement_goes_as_its_parts(
     def statements_of_enqueue(size: int) -> int:
         limit = StatementLimit(size, "the test's limit", expansion=1)
         monkeypatch.setattr(store.dialect, "statement_limit", limit)
-        before = store.stats.snapshot()["statements"]
-        client.enqueue("chain", payload)
-        return int(store.stats.snapshot()["statements"] - before)
+        return _statements(store, lambda: client.enqueue("chain", payload))
 
     assert statements_of_enqueue(200_000) == 1
     assert statements_of_enqueue(100_500) == 2

@@ -332,9 +332,8 @@ def worker(
     console.print(f"worker {client.node_id} running {names} ({served}) on {_where(store)}")
     report: StopReport | None = None
     try:
-        # Wait in slices: the kernel may deliver a signal to any thread, and Python runs
-        # the handler only when the main thread wakes up. The client may stop by itself
-        # (idle, recycle): then its own thread drains it.
+        # Until a signal, or until the client stops by itself (idle, recycle: then its own
+        # thread drains it), which the wait looks at every slice.
         stop.wait(until=lambda: not client.running)
         if client.running:
             console.print(f"draining: running steps get up to {drain_timeout:g}s to finish")
@@ -343,6 +342,7 @@ def worker(
         if report is None:
             client.stop()
         store.close()
+        stop.close()
     back = len(report.handed_back)
     console.print(f"stopped ({report.cause.value}); {back} attempt(s) handed back")
     if report.cause.recycle:

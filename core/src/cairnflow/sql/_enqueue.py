@@ -4,8 +4,8 @@ The rows are built in Python first (JSON, statuses; the ids are the client's,
 given with the runs), then written with one statement per table whatever the
 number of runs (:meth:`Dialect.batch_insert`; one per table per chunk of runs
 where the engine pipelines, :attr:`Dialect.batch_chunk`, so the server writes a
-chunk while the client encodes the next). An idempotency key is guarded by a unique index on the
-runs' ``active_key`` (cleared when a run ends), not by a read before the write:
+chunk while the client encodes the next). An idempotency key is guarded by a
+unique index on the runs' ``active_key`` (cleared when a run ends), not by a read before the write:
 two enqueues racing on one key cannot both pass, and the loser learns who won
 from :meth:`Enqueue.duplicate`.
 
