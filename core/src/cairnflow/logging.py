@@ -9,7 +9,8 @@ area, so an operator can turn each up or down alone:
 * ``cairnflow.leases``: leases that expired and were taken back, a lease this
   node lost, an attempt abandoned after too many takeovers (WARNING);
 * ``cairnflow`` itself (or the client's ``logger=``): the engine's own trouble
-  (the store unavailable, a claim that failed).
+  (the store unavailable, a claim that failed), and a client's stop (INFO, once
+  its claim loop has ended: from then on it claims nothing more).
 
 Every record of the first three carries its facts as ``extra`` fields as well as
 in its text: ``run_id``, ``workflow``, ``step``, ``attempt``, ``node``, and where

@@ -82,6 +82,17 @@ def _when_started(tmp_path: Path, worker: subprocess.Popen[str]) -> None:
         time.sleep(0.02)
 
 
+def _lines_until(worker: subprocess.Popen[str], text: str) -> list[str]:
+    """The lines ``worker`` printed up to the first that holds ``text`` (which must come)."""
+    assert worker.stdout is not None
+    said: list[str] = []
+    for line in worker.stdout:
+        said.append(line)
+        if text in line:
+            return said
+    raise AssertionError(f"the worker never said {text!r}:\n{''.join(said)}")
+
+
 def _step(store: cf.Store, run: cf.RunRef) -> cf.store.StoredStep:
     stored = store.get_run(run.id)
     assert stored is not None
@@ -136,9 +147,14 @@ def test_sigterm_drains_the_worker_its_running_step_finishes_and_is_written(
     try:
         _when_started(tmp_path, worker)
         worker.send_signal(signal.SIGTERM)
-        # Draining: the running step is let finish; nothing new is claimed.
+        # Draining: the running step is let finish; nothing new is claimed, though the
+        # delayed run is due by now or soon. The gate opens only once the worker said its
+        # claim loop had ended: released sooner, the step's slot could free up before the
+        # signal was seen (a busy machine), and that claim would be no fault of the drain.
+        said = _lines_until(worker, "claims nothing more (drained)")
         (tmp_path / "release").touch()
         status, out = _finish(worker)
+        out = "".join(said) + out
         assert status == 0, out
         assert "stopped (drained); 0 attempt(s) handed back" in out, out
         step = _step(store, ref)
@@ -157,10 +173,7 @@ def test_a_second_signal_hands_the_running_step_back_at_once(tmp_path: Path) -> 
     try:
         _when_started(tmp_path, worker)
         worker.send_signal(signal.SIGTERM)
-        assert worker.stdout is not None
-        for line in worker.stdout:
-            if "draining" in line:
-                break
+        _lines_until(worker, "draining")
         worker.send_signal(signal.SIGINT)
         status, out = _finish(worker)
         assert status == 0, out

@@ -590,7 +590,22 @@ class Client(
         state.wake_event.set()
         if self._watch is not None:
             self._watch.stop(timeout)
-        self._dispatcher.join(timeout)
+        # Said once the claim loop has ended, not when the stop was asked for: an operator
+        # (and a test of `cairn worker`) may read it as "nothing more is claimed".
+        if self._dispatcher.join(timeout):
+            state.log.info(
+                "client %s claims nothing more (%s); %d attempt(s) held",
+                state.settings.node_id,
+                cause.value,
+                len(state.held_attempts()),
+            )
+        else:
+            state.log.warning(
+                "the claim loop of client %s did not end within %gs (the store is slow "
+                "or down); the stop goes on",
+                state.settings.node_id,
+                timeout,
+            )
         if self._pruner is not None:
             self._pruner.stop(timeout)
         if self._events is not None:

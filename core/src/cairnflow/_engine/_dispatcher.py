@@ -107,10 +107,12 @@ class Dispatcher:
         """Start the dispatcher thread."""
         self._thread.start()
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the dispatcher thread to end (after ``state.stopping`` is set)."""
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the dispatcher thread to end (after ``state.stopping`` is set); True
+        once it has ended, False if it still runs after ``timeout`` seconds."""
         if self._thread.is_alive():
             self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _loop(self) -> None:
         state = self._state
