@@ -194,6 +194,18 @@ def test_two_worker_processes_complete_2000_runs_each_outcome_written_once(
         workers["w2"] = start_worker(server.url, prefix, tmp_path, "w2", logs["w2"], retries["w2"])
         enqueuer.join(120)
         assert not enqueue_errors, enqueue_errors
+        # The replacement must take part: w1 may drain everything before a late starter is
+        # up (a CI run on a busy machine: w2 had claimed nothing), so runs keep coming
+        # until it has claimed.
+        topper = cf.Client(store)
+        topper.register(chain_app.chain)
+        deadline = time.monotonic() + 240
+        while count(server, f"SELECT COUNT(*) FROM `{prefix}steps` WHERE node = 'w2'") == 0:
+            assert time.monotonic() < deadline, "the replacement worker never claimed"
+            assert workers["w2"].poll() is None, logs["w2"].read_text(errors="replace")
+            topper.enqueue_many(cf.Job("chain", total_runs + i) for i in range(20))
+            total_runs += 20
+            time.sleep(0.1)
         wait_until(
             lambda: (
                 count(server, f"SELECT COUNT(*) FROM `{prefix}runs` WHERE state <> 'active'")

@@ -1,11 +1,13 @@
-"""How many round trips an enqueue takes, read from libpq's trace of the protocol.
+"""How many round trips an enqueue and a claim take, read from libpq's trace of the protocol.
 
 An enqueue sends BEGIN, the run rows, their steps, their labels and COMMIT
 together in pipeline mode, and waits once, at the pipeline's closing sync: one
 round trip for one run or a batch (PostgresDialect.pipelined_transaction; three
 through psycopg's own transaction, which syncs after its BEGIN and again after
-its COMMIT). Counted, never timed: a change that adds a round trip fails here
-instead of showing up as noise in a benchmark.
+its COMMIT). A claim of one queue is sent the same way: one round trip, which an
+idle worker waits out between a run's NOTIFY and its start. Counted, never
+timed: a change that adds a round trip fails here instead of showing up as
+noise in a benchmark.
 """
 
 from __future__ import annotations
@@ -242,6 +244,9 @@ def test_a_globally_limited_claim_costs_no_round_trip_more_than_a_plain_one(
         trips[f"finish_and_claim, {name}"] = _round_trips(
             store, trace, functools.partial(finish_one_and_claim, queue)
         )
+    # A claim alone: BEGIN, the claim (the lock before it) and COMMIT in one trip, as an
+    # enqueue (three through psycopg's own transaction: its BEGIN, the claim, its COMMIT).
+    assert trips["claim, plain"] == ROUND_TRIPS, trips
     assert trips["claim, limited"] == trips["claim, plain"], trips
     assert trips["finish_and_claim, limited"] == trips["finish_and_claim, plain"], trips
     # And it took no more than the limit's room: 50 minus those running.
@@ -287,7 +292,7 @@ def test_a_keyed_claim_of_one_queue_costs_no_round_trip_more_than_a_plain_one(
     # The keyed claim of one queue is one statement (CLAIM_KEYED, docs/claim.md, 4): its
     # candidates, their keys' locks and counts and the lease are sent, not read, as the
     # plain claim's UPDATE is: with the COMMIT, after an outcome batch.
-    assert trips["claim, keys=True"] == trips["claim, keys=False"], trips
+    assert trips["claim, keys=True"] == trips["claim, keys=False"] == ROUND_TRIPS, trips
     assert trips["finish_and_claim, keys=True"] == trips["finish_and_claim, keys=False"], trips
     # The keyed claims leased what they read: every attempt held is a running step.
     assert len(held) == 4 * 4 - 2  # four claims of 4, two of them after finishing one

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .. import _faults, ids
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim
-from ._dialect import ClaimedRow, Cursor
+from ._dialect import ClaimedRow, Commit, Cursor
 from ._keys import Keys
 from ._limiters import Buckets, Limiters, global_limits, queue_rates
 from ._parts import Context, Part, chunks, token
@@ -65,13 +65,24 @@ class Claims(Part):
         if request.limit <= 0 or not request.workflows:
             return []
         self.prepare(request)
+        dialect = self._dialect
 
-        def work(cur: Cursor) -> list[ClaimedAttempt]:
-            with self._dialect.pipeline(cur) as cursors:
+        def work(cur: Cursor, commit: Commit) -> list[ClaimedAttempt]:
+            # BEGIN, the claim and COMMIT sent together where the engine pipelines: on
+            # Postgres one round trip, where psycopg's own transaction took three (its BEGIN
+            # and a sync, the claim, the COMMIT), which an idle worker waits out between a
+            # run's NOTIFY and its start. A claim that must read before its last statement
+            # (a second queue, a rate, concurrency keys) reads inside the transaction.
+            with (
+                dialect.pipelined_transaction(cur, commit) as writing,
+                dialect.pipeline(writing) as cursors,
+            ):
                 fetch = self.send(cursors, request)
             return fetch()
 
-        return self._tx.run(work)
+        # Sent as one trip, a claim's COMMIT is on its way whenever its connection is lost:
+        # claimed again at once (repeatable), as a claim lost before COMMIT always was.
+        return self._tx.committing(work, repeatable=True)
 
     def send(
         self,

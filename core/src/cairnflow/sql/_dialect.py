@@ -298,16 +298,28 @@ class Dialect:
     def pipelined_transaction(self, cursor: Cursor, commit: Commit) -> Iterator[Cursor]:
         """The block's statements between the transaction's BEGIN and its COMMIT, sent together.
 
-        Yields the cursor to write on; the block only writes (nothing it sends is
-        read before the end). The transaction is committed by the end of the
-        block. The default is the block inside :meth:`pipeline`, and ``commit()``
-        inside it where the engine pipelines (on Postgres through psycopg's own
-        transaction: three round trips, see the Postgres dialect, which makes it one).
+        Yields the cursor to write on. The transaction is committed by the end of
+        the block. A statement whose answer is read after the block needs a cursor
+        of its own (a :meth:`pipeline` inside the block gives one per statement:
+        the COMMIT goes on the yielded cursor); one read inside the block waits for
+        its answer there, inside the transaction (a claim of several queues). The
+        default is the block inside :meth:`pipeline`, and ``commit()`` inside it
+        where the engine pipelines (on Postgres through psycopg's own transaction:
+        three round trips, see the Postgres dialect, which makes it one).
         """
         with self.pipeline(cursor) as cursors:
             yield cursors()
             if self.pipelines:
-                commit()
+                self.commit_in_pipeline(cursors(), commit)
+
+    def commit_in_pipeline(self, cursor: Cursor, commit: Commit) -> None:
+        """COMMIT as the last statement of an open :meth:`pipeline`, read with the rest.
+
+        Called only where :attr:`pipelines`. The default calls ``commit()``; on
+        Postgres psycopg's own COMMIT syncs there and the block's end syncs again,
+        an empty round trip, so the dialect sends the COMMIT as a statement.
+        """
+        commit()
 
     def quote(self, identifier: str) -> str:
         """Quote an identifier that was already validated."""
@@ -331,6 +343,18 @@ class Dialect:
 
     def begin(self, cursor: Cursor, *, write: bool) -> None:
         """Open a transaction on ``cursor``'s connection (default: the driver opens one itself)."""
+
+    @contextlib.contextmanager
+    def transaction(self, cursor: Cursor, *, write: bool) -> Iterator[None]:
+        """The span of one transaction of ``Transactions.committing``: :meth:`begin` it, and
+        undo whatever the dialect set up for it once it has committed or rolled back.
+
+        The block ends after the COMMIT or the ROLLBACK (or with the connection
+        broken). The default only calls :meth:`begin`. Postgres lets the first
+        :meth:`pipeline` of the span carry its BEGIN (see the Postgres dialect).
+        """
+        self.begin(cursor, write=write)
+        yield
 
     def classify(self, error: BaseException) -> ErrorClass:
         """Sort a database error (see :func:`~cairnflow.sql.default_classifier`)."""

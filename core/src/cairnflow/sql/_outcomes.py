@@ -42,7 +42,7 @@ from ..store import (
 )
 from ._branches import FailurePaths
 from ._claims import Claims
-from ._dialect import Cursor
+from ._dialect import Commit, Cursor
 from ._history import ErrorLog
 from ._leases import Leases
 from ._parts import Context, Part, chunks, split_token
@@ -154,7 +154,7 @@ class Outcomes(Part):
         dialect = self._dialect
 
         def work(
-            cur: Cursor, commit: Callable[[], None], batched: bool
+            cur: Cursor, commit: Commit, batched: bool
         ) -> tuple[list[FinishResult], list[ClaimedAttempt]]:
             results, tally = self._finish_in(cur, items, now, batched=batched)
             # The run writes the outcomes owe, the claim and the COMMIT go out together
@@ -167,7 +167,7 @@ class Outcomes(Part):
                 else:
                     self._claims.keys.release(cursor(), tally.released)
                 if dialect.pipelines:
-                    commit()
+                    dialect.commit_in_pipeline(cursor(), commit)
             return results, claiming() if claiming is not None else []
 
         try:
@@ -195,7 +195,7 @@ class Outcomes(Part):
         # on the runs table alone, in id order too.
         joined = self._dialect.lock_runs_joined is not None
         plain = [held for held in parsed if type(items[held.item][1]) is Succeeded]
-        batch = batched and len(plain) > 1
+        batch = batched and bool(plain)
         # An engine that pipelines sends the successes right behind the locking read
         # (the server runs them in that order: runs locked first), in one round trip.
         early = batch and joined and self._dialect.pipelines
@@ -209,7 +209,9 @@ class Outcomes(Part):
             with self._dialect.pipeline(cur) as cursor:
                 pending = [self._execute(cursor(), *read(chunk)) for chunk in step_chunks]
                 written = self._send_successes(cursor, items, plain, now)
-                rows = [row for statement in pending for row in statement.fetchall()]
+            # Read after the block: inside it a read waits for its own answer (a flush),
+            # and the block's closing sync once more, one round trip for nothing.
+            rows = [row for statement in pending for row in statement.fetchall()]
         else:
             rows = [
                 row for chunk in step_chunks for row in self._execute(cur, *read(chunk)).fetchall()

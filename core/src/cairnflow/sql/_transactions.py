@@ -24,6 +24,7 @@ application's to do.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -258,13 +259,25 @@ class Transactions:
         """Run ``work(cursor)`` in one transaction, retrying it on retryable errors."""
         return self.committing(lambda cursor, _commit: work(cursor), write=write)
 
-    def committing(self, work: Callable[[Cursor, Commit], T], *, write: bool = True) -> T:
+    def committing(
+        self,
+        work: Callable[[Cursor, Commit], T],
+        *,
+        write: bool = True,
+        repeatable: bool = False,
+    ) -> T:
         """Run ``work(cursor, commit)`` in one transaction, retrying it on retryable errors.
 
         ``work`` may call ``commit()`` itself, inside a pipeline, so the COMMIT
         travels with its last statements, or send a COMMIT of its own after
         ``commit.sending()`` (:meth:`Dialect.pipelined_transaction`); otherwise
         it is committed on return.
+
+        A connection lost once the COMMIT was on its way leaves the outcome
+        unknown: reported (:class:`~cairnflow.Unavailable`), not run again,
+        unless ``repeatable`` says that running the work again is harmless even
+        if it had committed (a claim: what a landed claim leased, nobody runs,
+        and it is taken back after its lease).
         """
         for attempt in range(1, self.attempts + 1):
             self.stats.count(transactions=1, retries=1 if attempt > 1 else 0)
@@ -274,8 +287,9 @@ class Transactions:
             ):
                 cursor = conn.cursor()
                 commit = _Commit(conn)
+                span = contextlib.ExitStack()  # ends after the COMMIT or the ROLLBACK
                 try:
-                    self.dialect.begin(cursor, write=write)
+                    span.enter_context(self.dialect.transaction(cursor, write=write))
                     result = work(cursor, commit)
                     if not commit.committed:
                         commit()
@@ -298,7 +312,9 @@ class Transactions:
                         raise refused(self.driver, error) from error
                     # A lost connection before COMMIT was sent rolled the work back:
                     # safe to run again. During COMMIT the outcome is unknown: report it.
-                    again = kind.retryable or (kind.unavailable and not commit.committing)
+                    again = kind.retryable or (
+                        kind.unavailable and (repeatable or not commit.committing)
+                    )
                     if again and attempt < self.attempts:
                         if kind.retryable:
                             self.dialect.recover(cursor, error)
@@ -308,6 +324,7 @@ class Transactions:
                         raise unavailable(self.driver, error) from error
                     raise
                 finally:
+                    span.close()
                     close_quietly(cursor)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -271,6 +271,14 @@ class PostgresDialect(Dialect):
     # nanoseconds. EXTRACT returns numeric from Postgres 14 on, so the product is exact.
     now_sql = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint * 1000"
 
+    def __init__(self) -> None:
+        self._lazy: set[int] = set()
+        """Connections (by id) of open transaction spans whose BEGIN is not sent yet: the
+        first :meth:`pipeline` of the span carries it."""
+        self._statements: set[int] = set()
+        """Connections (by id) put in autocommit by that pipeline: their transaction is
+        sent as statements until the span ends."""
+
     def begin(self, cursor: Cursor, *, write: bool) -> None:
         """Make sure the transaction is at READ COMMITTED, as cheaply as the connection allows.
 
@@ -289,12 +297,43 @@ class PostgresDialect(Dialect):
             cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
 
     @contextlib.contextmanager
+    def transaction(self, cursor: Cursor, *, write: bool) -> Iterator[None]:
+        """A transaction whose BEGIN may travel with its first pipeline (see the base class).
+
+        psycopg opens a transaction with a ``BEGIN`` of its own and waits for it: a
+        round trip before the first statement (in pipeline mode too: it syncs after
+        the BEGIN to learn the transaction's status). On a connection of the
+        store's own kind the first :meth:`pipeline` of the span, if it comes
+        before any statement, puts the connection in autocommit (a Python
+        attribute: no round trip while no transaction is open) and sends ``BEGIN``
+        as its first statement; the rest of the transaction then goes as
+        statements inside that explicit transaction block, and the span's end,
+        after the COMMIT or the ROLLBACK, takes the connection out of autocommit
+        again (rolling back first whatever a failure left open). A statement sent
+        before any pipeline opens the transaction the usual way, and nothing
+        changes: the span only ever saves the BEGIN's round trip.
+        """
+        self.begin(cursor, write=write)
+        conn = _connection(cursor)
+        key = id(conn)
+        if _own_kind(conn):
+            self._lazy.add(key)
+        try:
+            yield
+        finally:
+            self._lazy.discard(key)
+            if key in self._statements:
+                self._statements.discard(key)
+                _leave_autocommit(conn)
+
+    @contextlib.contextmanager
     def pipeline(self, cursor: Cursor) -> Iterator[Callable[[], Cursor]]:
         """psycopg's pipeline mode: statements go out without waiting for each result.
 
         Every statement gets its own cursor, so each result stays readable after
-        the block. A transaction the block opens starts inside it too (no
-        ``BEGIN`` round trip of its own).
+        the block. A transaction the block opens starts inside it too: as the first
+        pipeline of a :meth:`transaction` span, with a ``BEGIN`` sent as its first
+        statement; otherwise with psycopg's own, which waits for its answer.
         """
         conn = _connection(cursor)
         if conn.pgconn.pipeline_status != PipelineStatus.OFF:
@@ -302,6 +341,16 @@ class PostgresDialect(Dialect):
             # nested block would end with a sync of its own, one round trip for nothing.
             yield conn.cursor
             return
+        key = id(conn)
+        if key in self._lazy:
+            self._lazy.discard(key)  # this pipeline or a statement before it opens the span
+            if _own_kind(conn):
+                conn.autocommit = True
+                self._statements.add(key)  # taken out of autocommit when the span ends
+                with conn.pipeline():
+                    conn.cursor().execute(PIPELINED_BEGIN)
+                    yield conn.cursor
+                return
         with conn.pipeline():
             yield conn.cursor
 
@@ -314,8 +363,10 @@ class PostgresDialect(Dialect):
         another sync after the COMMIT's: three round trips for an enqueue. Here
         the connection is put in autocommit for the block (a Python attribute: no
         round trip while no transaction is open), and BEGIN and COMMIT are sent as
-        statements of the pipeline, so the block's closing sync is its only wait.
-        A statement that fails aborts the transaction block: the server skips
+        statements of the pipeline, so the block's closing sync is its only wait
+        (a read inside the block waits once more: the explicit BEGIN keeps the
+        transaction open across that sync). A statement that fails aborts the
+        transaction block: the server skips
         the rest, COMMIT included, up to that sync, and the transaction is rolled
         back before the connection leaves autocommit again (one more round trip,
         on a failure only). A connection that is not the store's own kind (in a
@@ -327,6 +378,7 @@ class PostgresDialect(Dialect):
             with super().pipelined_transaction(cursor, commit) as writing:
                 yield writing
             return
+        self._lazy.discard(id(conn))  # the BEGIN is this block's own
         conn.autocommit = True
         try:
             with conn.pipeline():
@@ -337,6 +389,15 @@ class PostgresDialect(Dialect):
                 writing.execute("COMMIT")
         finally:
             _leave_autocommit(conn)
+
+    def commit_in_pipeline(self, cursor: Cursor, commit: Commit) -> None:
+        """COMMIT as a statement of the pipeline (see the base class): its answer comes
+        with the block's closing sync, where psycopg's ``commit()`` syncs once for itself
+        and leaves the closing sync an empty round trip. libpq learns from the server
+        that no transaction is open, so the ``commit()`` the runner makes after the
+        work sends nothing."""
+        commit.sending()
+        cursor.execute("COMMIT")
 
     writes_together = True
 
