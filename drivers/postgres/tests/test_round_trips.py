@@ -23,7 +23,7 @@ from psycopg.pq import Trace, TransactionStatus
 
 import cairnflow as cf
 from cairnflow.sql import StatementLimit
-from cairnflow.store import ClaimRequest, QueueClaim, Succeeded
+from cairnflow.store import ClaimedAttempt, ClaimRequest, QueueClaim, Succeeded
 from cairnflow_postgres import PostgresStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -301,3 +301,68 @@ def test_a_keyed_claim_of_one_queue_costs_no_round_trip_more_than_a_plain_one(
             f"SELECT count(*) FROM {store.tables.steps} WHERE status = 'running'"
         ).fetchone()  # type: ignore[misc]
     assert running == len(held)
+
+
+@pytest.mark.skipif(not hasattr(Trace, "SUPPRESS_TIMESTAMPS"), reason="needs libpq 14 traces")
+def test_claims_and_an_outcome_batch_take_the_fewest_round_trips(
+    make_store: Callable[..., PostgresStore], tmp_path: Path
+) -> None:
+    # A claim: BEGIN (carried by the transaction's first pipeline), the claim and COMMIT in
+    # one trip; a claimed step with parents reads their outputs after the COMMIT, outside
+    # any transaction: one more. An outcome batch that claims: its BEGIN, locking read and
+    # successes in one trip; the run writes, the claim and COMMIT in another; and where the
+    # successes have children, their release in one more, for the whole batch. psycopg's
+    # own transaction took 3, 5, and 5 plus 2 a success with children (docs/claim.md, 7).
+    store = make_store(max_size=1, notify=False)
+    client = cf.Client(store)
+    client.register(_noop_chain())
+    client.register(cf.Workflow("single", steps=[cf.Step("only", lambda ctx, data: None)]))
+    client.enqueue_many([cf.Job("single", i) for i in range(6)])
+    trace = tmp_path / "trace"
+
+    def request(limit: int, workflow: str = "chain") -> ClaimRequest:
+        now = time.time_ns()
+        return ClaimRequest(frozenset({workflow}), limit, now, now + 600 * 10**9, "n")
+
+    singles = store.claim(request(3, "single"))
+    done_singles = [(a.token, Succeeded(b"null")) for a in singles]
+    assert (
+        _round_trips(
+            store,
+            trace,
+            lambda: store.finish_and_claim(done_singles, time.time_ns(), request(3, "single")),
+        )
+        == 2
+    ), trace.read_text()
+    client.enqueue_many([cf.Job("chain", i) for i in range(6)])
+
+    firsts: list[ClaimedAttempt] = []
+    assert _round_trips(store, trace, lambda: firsts.extend(store.claim(request(3)))) == 1
+    assert {a.step for a in firsts} == {"first"}
+    done = [(a.token, Succeeded(b'"out"')) for a in firsts]
+    taken: list[ClaimedAttempt] = []
+
+    def finish_and_claim() -> None:
+        taken.extend(store.finish_and_claim(done, time.time_ns(), request(3))[1])
+
+    assert _round_trips(store, trace, finish_and_claim) == 3, trace.read_text()
+    # It claimed the other three runs' first steps, or some of the seconds its outcomes made
+    # ready; either way their inputs were read after the COMMIT.
+    assert len(taken) == 3
+    seconds: list[ClaimedAttempt] = []
+    while not seconds:
+        got = store.claim(request(8))
+        seconds = [a for a in [*taken, *got] if a.step == "second"]
+        taken = [a for a in got if a.step != "second"]
+        store.finish_many([(a.token, Succeeded(b'"out"')) for a in taken], time.time_ns())
+    assert all(a.inputs == {"first": b'"out"'} for a in seconds)
+    # Now a claim of a step with a parent alone: its claim, then its inputs.
+    ref = client.enqueue("chain", 99)
+    (first,) = store.claim(request(1))
+    assert first.run_id == ref.id
+    store.finish_many([(first.token, Succeeded(b'"in"'))], time.time_ns())
+    second: list[ClaimedAttempt] = []
+    assert _round_trips(store, trace, lambda: second.extend(store.claim(request(8)))) == 2
+    assert [(a.step, a.inputs) for a in second if a.run_id == ref.id] == [
+        ("second", {"first": b'"in"'})
+    ]

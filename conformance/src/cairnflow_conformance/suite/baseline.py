@@ -287,6 +287,39 @@ class BaselineTests:
             assert cairnflow_kit.stored(ref).state == cf.Status.SUCCEEDED.value
 
     @proves()
+    def test_a_large_batch_of_successes_fences_each_by_its_own_token(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # More successes than a store writes in one statement (the SQL store: 64 a
+        # statement), the first one's lease gone: whatever statements carry them, what
+        # held must be counted statement by statement. Two statements of 64 rows, one of
+        # which changed 63, must not read as 128 changed (one cursor's last count, twice).
+        store = cairnflow_kit.store
+        finish_many = _outcomes(store).finish_many
+        client = cairnflow_kit.client(
+            cf.Workflow("kit-big-batch", steps=[cf.Step("a", lambda c, d: d)]), start=False
+        )
+        refs = [client.enqueue("kit-big-batch", n) for n in range(128)]
+        now = time.time_ns()
+        request = ClaimRequest(frozenset({"kit-big-batch"}), 128, now, now + 60 * 10**9, "kit")
+        token_of = {a.run_id: a.token for a in store.claim(request)}
+        assert set(token_of) == {r.id for r in refs}
+        stale = token_of[refs[0].id]
+        assert store.hand_back([stale], time.time_ns()) == 1
+        (fresh,) = claim_tokens(store, "kit-big-batch").values()
+        results = finish_many(
+            [(token_of[r.id], Succeeded(b'"done"')) for r in refs], time.time_ns()
+        )
+        assert [r.state for r in results] == [AttemptState.LOST] + [AttemptState.HELD] * 127
+        assert cairnflow_kit.stored_step(refs[0], "a").status is cf.StepStatus.RUNNING
+        assert cairnflow_kit.stored_output(refs[0], "a") is None
+        for ref in refs[1:]:
+            assert cairnflow_kit.stored(ref).state == cf.Status.SUCCEEDED.value
+        (late,) = finish_many([(fresh, Succeeded(b'"late"'))], time.time_ns())
+        assert late.applied
+        assert cairnflow_kit.stored_output(refs[0], "a") == "late"
+
+    @proves()
     def test_finish_and_claim_claims_what_its_outcomes_made_ready(self, cairnflow_kit: Kit) -> None:
         # finish_and_claim is optional (the committer refills the slots a batch frees with
         # one commit): the claim runs after the outcomes, in their transaction, so it sees

@@ -69,15 +69,17 @@ class Claims(Part):
 
         def work(cur: Cursor, commit: Commit) -> list[ClaimedAttempt]:
             # BEGIN, the claim and COMMIT sent together where the engine pipelines: on
-            # Postgres one round trip, where psycopg's own transaction took three (its BEGIN
+            # Postgres one round trip (the span's first pipeline carries the BEGIN,
+            # Dialect.transaction), where psycopg's own transaction took three (its BEGIN
             # and a sync, the claim, the COMMIT), which an idle worker waits out between a
             # run's NOTIFY and its start. A claim that must read before its last statement
-            # (a second queue, a rate, concurrency keys) reads inside the transaction.
-            with (
-                dialect.pipelined_transaction(cur, commit) as writing,
-                dialect.pipeline(writing) as cursors,
-            ):
+            # (a second queue, a rate, concurrency keys) reads inside the transaction; the
+            # inputs of the steps it leased are read after the COMMIT (on Postgres outside
+            # any transaction: no BEGIN and no COMMIT of their own).
+            with dialect.pipeline(cur) as cursors:
                 fetch = self.send(cursors, request)
+                if dialect.pipelines:
+                    dialect.commit_in_pipeline(cursors(), commit)
             return fetch()
 
         # Sent as one trip, a claim's COMMIT is on its way whenever its connection is lost:
