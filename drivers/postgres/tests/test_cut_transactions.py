@@ -1,8 +1,8 @@
 """A claim and an outcome batch cut at their worst moments: nothing lost, nothing written twice.
 
 On Postgres a claim is one round trip: ``BEGIN``, the claim and ``COMMIT`` go out
-together, sent as statements on a connection put in autocommit for the block
-(``PostgresDialect.pipelined_transaction``). An outcome batch is two: its first
+together, sent as statements on a connection put in autocommit for the
+transaction (``PostgresDialect.transaction``). An outcome batch is two: its first
 pipeline (the locking read and the successes) carries an explicit ``BEGIN``, its
 last the ``COMMIT`` (``PostgresDialect.transaction``, ``commit_in_pipeline``).
 The moments that can hurt them:

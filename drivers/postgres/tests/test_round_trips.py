@@ -2,12 +2,12 @@
 
 An enqueue sends BEGIN, the run rows, their steps, their labels and COMMIT
 together in pipeline mode, and waits once, at the pipeline's closing sync: one
-round trip for one run or a batch (PostgresDialect.pipelined_transaction; three
-through psycopg's own transaction, which syncs after its BEGIN and again after
-its COMMIT). A claim of one queue is sent the same way: one round trip, which an
-idle worker waits out between a run's NOTIFY and its start. Counted, never
-timed: a change that adds a round trip fails here instead of showing up as
-noise in a benchmark.
+round trip for one run or a batch (PostgresDialect.transaction, whose first
+pipeline carries the BEGIN; three through psycopg's own transaction, which
+syncs after its BEGIN and again after its COMMIT). A claim of one queue is
+sent the same way: one round trip, which an idle worker waits out between a
+run's NOTIFY and its start. Counted, never timed: a change that adds a round
+trip fails here instead of showing up as noise in a benchmark.
 """
 
 from __future__ import annotations

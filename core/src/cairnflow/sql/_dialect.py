@@ -302,10 +302,10 @@ class Dialect:
         the block. A statement whose answer is read after the block needs a cursor
         of its own (a :meth:`pipeline` inside the block gives one per statement:
         the COMMIT goes on the yielded cursor); one read inside the block waits for
-        its answer there, inside the transaction (a claim of several queues). The
-        default is the block inside :meth:`pipeline`, and ``commit()`` inside it
-        where the engine pipelines (on Postgres through psycopg's own transaction:
-        three round trips, see the Postgres dialect, which makes it one).
+        its answer there, inside the transaction. The block inside :meth:`pipeline`,
+        and :meth:`commit_in_pipeline` inside it where the engine pipelines (on
+        Postgres one round trip: the pipeline carries the :meth:`transaction`'s
+        BEGIN).
         """
         with self.pipeline(cursor) as cursors:
             yield cursors()

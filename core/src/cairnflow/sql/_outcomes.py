@@ -254,12 +254,11 @@ class Outcomes(Part):
             for index, step in succeeded:
                 if step.key is not None:  # the batch ended every lease of it (#16)
                     tally.released[step.key] += 1
-                if index in released:
-                    results[index] = self._counted(step.run_id, released[index](), tally)
-                elif step.kind != StepKind.COMPENSATION.value:
-                    results[index] = self._counted(step.run_id, 0, tally)  # no children
-                else:
+                if step.kind == StepKind.COMPENSATION.value:
                     results[index] = self._after_success(cur, step, tally, now)
+                else:
+                    ready = released[index]() if index in released else 0
+                    results[index] = self._counted(step.run_id, ready, tally)
             done = {held.item for held in plain}
             order = [held for held in order if held.item not in done]
         for index, step_id, secret in order:
@@ -291,20 +290,22 @@ class Outcomes(Part):
             single = [(output, now, step_id, secret) for step_id, secret, output in rows]
             count = self._tx.execute_many(cursor(), q.succeed, single)
             return lambda: count
-        if not self._dialect.pipelines:
-            # One cursor for every statement: each count is read before the next replaces
-            # it (read after, two statements of 64 rows changing 63 counted 128: a lost
-            # lease taken for a held one, on MariaDB).
-            count = sum(
-                int(self._execute(cursor(), *q.succeed_many(now, chunk)).rowcount)
-                for chunk in chunks(rows, _BATCH_ROWS)
-            )
-            return lambda: count
-        sent = [
-            self._execute(cursor(), *q.succeed_many(now, chunk))
+        counts = [
+            self._counter(self._execute(cursor(), *q.succeed_many(now, chunk)))
             for chunk in chunks(rows, _BATCH_ROWS)
         ]
-        return lambda: sum(int(statement.rowcount) for statement in sent)
+        return lambda: sum(count() for count in counts)
+
+    def _counter(self, sent: Cursor) -> Callable[[], int]:
+        """How to read the row count of the statement just ``sent``: after the pipeline
+        where the dialect pipelines (each statement has a cursor of its own), at once
+        otherwise. There one cursor carries every statement and the next replaces the
+        count: read after, two statements of 64 rows that changed 63 counted 128, a lost
+        lease taken for a held one (MariaDB)."""
+        if self._dialect.pipelines:
+            return lambda: int(sent.rowcount)
+        count = int(sent.rowcount)
+        return lambda: count
 
     def _apply(
         self,
@@ -437,11 +438,7 @@ class Outcomes(Part):
             return lambda: 0
         q = self._q
         self._execute(cursor(), *q.release_children(run_id, children))
-        made = self._execute(cursor(), *q.ready_children(now, run_id, children))
-        if not self._dialect.pipelines:
-            count = int(made.rowcount)  # one cursor for every statement: read it now
-            return lambda: count
-        return lambda: int(made.rowcount)
+        return self._counter(self._execute(cursor(), *q.ready_children(now, run_id, children)))
 
     def _counted(self, run_id: str, ready: int, tally: _RunTally) -> FinishResult:
         """A success counted in ``tally`` (its run's last step or not), ``ready`` children

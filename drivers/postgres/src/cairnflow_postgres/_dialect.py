@@ -136,8 +136,8 @@ def _connection(cursor: Cursor) -> psycopg.Connection[Any]:
 
 
 PIPELINED_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
-"""What :meth:`PostgresDialect.pipelined_transaction` opens its transaction with: what psycopg
-sends itself on the store's connections (READ COMMITTED, read-write)."""
+"""What the first pipeline of a :meth:`PostgresDialect.transaction` span opens its transaction
+with: what psycopg sends itself on the store's connections (READ COMMITTED, read-write)."""
 
 
 def _own_kind(conn: psycopg.Connection[Any]) -> bool:
@@ -309,9 +309,14 @@ class PostgresDialect(Dialect):
         as its first statement; the rest of the transaction then goes as
         statements inside that explicit transaction block, and the span's end,
         after the COMMIT or the ROLLBACK, takes the connection out of autocommit
-        again (rolling back first whatever a failure left open). A statement sent
-        before any pipeline opens the transaction the usual way, and nothing
-        changes: the span only ever saves the BEGIN's round trip.
+        again (rolling back first whatever a failure left open: a statement that
+        fails aborts the transaction block, and the server skips the rest, COMMIT
+        included, up to the pipeline's sync). A statement sent before any pipeline
+        opens the transaction the usual way, and nothing changes: the span only
+        ever saves the BEGIN's round trip. An enqueue (``pipelined_transaction``:
+        this pipeline, with :meth:`commit_in_pipeline`) or a claim is one round
+        trip; psycopg's own transaction took three (its BEGIN and a sync, the
+        statements, its COMMIT and the pipeline's closing sync).
         """
         self.begin(cursor, write=write)
         conn = _connection(cursor)
@@ -354,42 +359,6 @@ class PostgresDialect(Dialect):
         with conn.pipeline():
             yield conn.cursor
 
-    @contextlib.contextmanager
-    def pipelined_transaction(self, cursor: Cursor, commit: Commit) -> Iterator[Cursor]:
-        """``BEGIN``, the block's statements and ``COMMIT`` in one pipeline: one round trip.
-
-        psycopg opens a transaction in pipeline mode with its own BEGIN followed
-        by a sync (to learn the transaction's status), and closes the block with
-        another sync after the COMMIT's: three round trips for an enqueue. Here
-        the connection is put in autocommit for the block (a Python attribute: no
-        round trip while no transaction is open), and BEGIN and COMMIT are sent as
-        statements of the pipeline, so the block's closing sync is its only wait
-        (a read inside the block waits once more: the explicit BEGIN keeps the
-        transaction open across that sync). A statement that fails aborts the
-        transaction block: the server skips
-        the rest, COMMIT included, up to that sync, and the transaction is rolled
-        back before the connection leaves autocommit again (one more round trip,
-        on a failure only). A connection that is not the store's own kind (in a
-        transaction already, in autocommit, at another isolation level, read-only)
-        takes the default path.
-        """
-        conn = _connection(cursor)
-        if not _own_kind(conn):
-            with super().pipelined_transaction(cursor, commit) as writing:
-                yield writing
-            return
-        self._lazy.discard(id(conn))  # the BEGIN is this block's own
-        conn.autocommit = True
-        try:
-            with conn.pipeline():
-                writing = conn.cursor()
-                writing.execute(PIPELINED_BEGIN)
-                yield writing
-                commit.sending()
-                writing.execute("COMMIT")
-        finally:
-            _leave_autocommit(conn)
-
     def commit_in_pipeline(self, cursor: Cursor, commit: Commit) -> None:
         """COMMIT as a statement of the pipeline (see the base class): its answer comes
         with the block's closing sync, where psycopg's ``commit()`` syncs once for itself
@@ -417,7 +386,7 @@ class PostgresDialect(Dialect):
 
         A one-run enqueue (0.37 ms -> 0.33 ms for its SQL alone, measured with psycopg on
         a local server, 2026-12-02). A connection that is not the store's own kind
-        takes the transaction, as in :meth:`pipelined_transaction`.
+        takes the transaction, as in :meth:`transaction`.
         """
         conn = _connection(cursor)
         if not _own_kind(conn):
