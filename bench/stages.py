@@ -12,8 +12,8 @@ The stages, each in ms after the ``enqueue()`` call began (p50 / p95 / p99):
 - ``call``: the ``enqueue()`` call returned (the rest is the client's Python);
 - ``heard``: the worker's listener thread took the notification;
 - ``claim``: the dispatcher began the claim;
-- ``round trip``: the claim's pipeline began, ``claimed`` it returned (the claim's BEGIN,
-  statement and COMMIT, one round trip);
+- ``round trip``: the claim was sent, ``claimed``: its rows came back (one round trip: its
+  one statement alone, or its BEGIN, statements and COMMIT in a pipeline);
 - ``start``: the step's first line ran.
 
 Then the same machine's price of waking an idle server: a ``SELECT 1`` round trip after
@@ -85,6 +85,8 @@ def _instrument(stamps: Stamps) -> None:
         stamps.append(("claimed", time.time_ns()))
 
     PostgresDialect.pipeline = stamped  # type: ignore[method-assign,assignment]
+    if hasattr(PostgresDialect, "claim_alone"):  # a claim of one statement, in autocommit
+        _wrap(PostgresDialect, "claim_alone", stamps, "round trip", "claimed")
 
 
 def worker(url: str, prefix: str, out: str) -> None:

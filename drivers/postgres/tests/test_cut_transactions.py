@@ -71,10 +71,13 @@ def _the_step(store: PostgresStore, run: cf.RunRef) -> Any:
 
 
 def _pool_is_clean(store: PostgresStore) -> None:
-    """The connection the pool lends next: not in autocommit, no transaction open."""
-    with store.pool.connection() as conn:
-        assert not conn.autocommit
-        assert conn.info.transaction_status == TransactionStatus.IDLE
+    """The connections the pools lend next (the store's, the claims'): not in autocommit,
+    no transaction open."""
+    pools = [store.pool] + ([store.claims_pool] if store.claims_pool is not None else [])
+    for pool in pools:
+        with pool.connection() as conn:
+            assert not conn.autocommit
+            assert conn.info.transaction_status == TransactionStatus.IDLE
 
 
 def _events(store: PostgresStore, run: cf.RunRef) -> list[tuple[str, int]]:

@@ -17,9 +17,12 @@ import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from psycopg.pq import Trace, TransactionStatus
+from psycopg_pool import ConnectionPool
 
 import cairnflow as cf
 from cairnflow.sql import StatementLimit
@@ -40,16 +43,26 @@ def _round_trips(store: PostgresStore, trace: Path, action: Callable[[], object]
     statements travel in one run, and their answers come back in one.
     """
     with trace.open("w") as out:
-        with store.pool.connection() as conn:
+        for conn in _every_connection(store):
             conn.pgconn.trace(out.fileno())
             conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
         try:
             action()
         finally:
-            with store.pool.connection() as conn:
+            for conn in _every_connection(store):
                 conn.pgconn.untrace()
     directions = [line[:1] for line in trace.read_text().splitlines() if line[:1] in "FB"]
     return sum(1 for turn in itertools.pairwise(directions) if turn == ("F", "B"))
+
+
+def _every_connection(store: PostgresStore) -> list[psycopg.Connection[Any]]:
+    """Every connection ``store`` may lend (its pools opened to their largest), lent back:
+    the store's pool (a test's: one connection) and the claims pool."""
+    pools = [store.pool] + ([store.claims_pool] if store.claims_pool is not None else [])
+    lent = [(pool, pool.getconn()) for pool in pools for _ in range(pool.max_size)]
+    for pool, conn in lent:
+        pool.putconn(conn)
+    return [conn for _, conn in lent]
 
 
 def _noop_chain() -> cf.Workflow:
@@ -366,3 +379,88 @@ def test_claims_and_an_outcome_batch_take_the_fewest_round_trips(
     assert [(a.step, a.inputs) for a in second if a.run_id == ref.id] == [
         ("second", {"first": b'"in"'})
     ]
+
+
+def _executes(trace: Path) -> list[str]:
+    """The statements a traced action sent, one per ``Execute`` message (prepared or not),
+    each named by the ``Parse`` or ``Bind`` before it."""
+    named: list[str] = []
+    last = ""
+    for line in trace.read_text().splitlines():
+        if line.startswith("F") and ("\tParse\t" in line or "\tBind\t" in line):
+            last = line
+        elif line.startswith("F") and "\tExecute\t" in line:
+            named.append(last)
+    return named
+
+
+@pytest.mark.skipif(not hasattr(Trace, "SUPPRESS_TIMESTAMPS"), reason="needs libpq 14 traces")
+def test_a_claim_of_one_statement_goes_alone_on_the_stores_own_connections(
+    make_store: Callable[..., PostgresStore], postgres_url: str, tmp_path: Path
+) -> None:
+    # On the store's claims pool (its sessions plan as a claim must, plan_for_claims) the
+    # common claim is its UPDATE alone, in autocommit: one statement, no BEGIN, no
+    # settings, no COMMIT (PostgresDialect.claim_alone). On the application's pool the
+    # claim keeps its transaction and sets the claim's settings for it.
+    store = make_store(max_size=1, notify=False)
+    client = cf.Client(store)
+    client.register(_noop_chain())
+    client.enqueue_many([cf.Job("chain", i) for i in range(2)])
+    trace = tmp_path / "trace"
+
+    def request() -> ClaimRequest:
+        now = time.time_ns()
+        return ClaimRequest(frozenset({"chain"}), 2, now, now + 600 * 10**9, "n")
+
+    held: list[ClaimedAttempt] = []
+    assert _round_trips(store, trace, lambda: held.extend(store.claim(request()))) == 1
+    sent = _executes(trace)
+    assert len(sent) == 1, sent
+    assert "UPDATE" in sent[0] or "Bind" in sent[0], sent
+    assert not any(word in trace.read_text() for word in ("BEGIN", "COMMIT", "set_config"))
+    assert len(held) == 2
+    assert store.claims_pool is not None
+    for conn in _every_connection(store):
+        assert conn.autocommit is False  # handed back as it was lent
+        assert conn.info.transaction_status == TransactionStatus.IDLE
+    with store.claims_pool.connection() as conn:
+        assert conn.execute("SHOW enable_sort").fetchone() == ("off",)  # the claims' sessions
+        conn.rollback()
+    with store.pool.connection() as conn:
+        assert conn.execute("SHOW enable_sort").fetchone() == ("on",)  # the rest's: untouched
+        (running,) = conn.execute(
+            f"SELECT count(*) FROM {store.tables.steps} WHERE status = 'running'"
+        ).fetchone()  # type: ignore[misc]
+        conn.rollback()
+    assert running == 2  # committed: another connection sees the leases
+
+    # Steps with parents: the claim alone, then their inputs read outside any transaction.
+    done = [(attempt.token, Succeeded(b"1")) for attempt in held]
+    store.finish_many(done, time.time_ns())
+    children: list[ClaimedAttempt] = []
+    assert _round_trips(store, trace, lambda: children.extend(store.claim(request()))) == 2
+    assert "BEGIN" not in trace.read_text() and "COMMIT" not in trace.read_text()
+    assert sorted(a.step for a in children) == ["second", "second"]
+    assert all(a.inputs == {"first": b"1"} for a in children)
+    client.enqueue_many([cf.Job("chain", i) for i in range(2, 4)])  # for the pool below
+
+    # The application's pool: the claim's transaction, its settings for that transaction.
+    with ConnectionPool(postgres_url, min_size=1, max_size=1, open=True) as pool:
+        theirs = PostgresStore(pool=pool, table_prefix=store.tables.prefix)
+        try:
+            with trace.open("w") as out:
+                with pool.connection() as conn:
+                    conn.pgconn.trace(out.fileno())
+                    conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+                try:
+                    got = theirs.claim(request())
+                finally:
+                    with pool.connection() as conn:
+                        conn.pgconn.untrace()
+                        assert conn.execute("SHOW enable_sort").fetchone() == ("on",)
+                        conn.rollback()
+        finally:
+            theirs.close()
+    text = trace.read_text()
+    assert "BEGIN" in text and "set_config" in text and "COMMIT" in text, text
+    assert len(got) == 2

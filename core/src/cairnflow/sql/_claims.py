@@ -38,12 +38,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .. import _faults, ids
 from ..store import ClaimedAttempt, ClaimRequest, QueueClaim
-from ._dialect import ClaimedRow, Commit, Cursor
+from ._dialect import ClaimedRow, ClaimPlan, Commit, Cursor
 from ._keys import Keys
 from ._limiters import Buckets, Limiters, global_limits, queue_rates
 from ._parts import Context, Part, chunks, token
 from ._rows import ClaimedRun, ClaimedStep, KeyCandidate, KeyRow, split_keyed, to_bytes, to_text
-from ._transactions import CountingCursor
+from ._transactions import CountingCursor, Transactions
 
 __all__ = ["Claims"]
 
@@ -51,10 +51,14 @@ __all__ = ["Claims"]
 class Claims(Part):
     """``claim``, and the claim half of ``finish_and_claim``."""
 
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, *, claim_tx: Transactions | None = None) -> None:
         super().__init__(context)
         self.limiters = Limiters(context)
         self.keys = Keys(context)
+        self._claim_tx = claim_tx or context.tx
+        """What :meth:`claim` runs its transactions on (the store's claim connections, where
+        its driver has them: ``SQLStore(claim_connections=)``); an outcome batch claims in
+        its own transaction."""
 
     def prepare(self, request: ClaimRequest | None) -> None:
         """What a claim needs before its transaction: the rows of its limited queues."""
@@ -68,6 +72,16 @@ class Claims(Part):
         dialect = self._dialect
 
         def work(cur: Cursor, commit: Commit) -> list[ClaimedAttempt]:
+            # A claim of one statement, where the connection can send it as a transaction
+            # of its own (Dialect.claims_alone; on Postgres the store's own connections):
+            # one message, no BEGIN, no COMMIT. An idle server wakes once for it, where it
+            # woke for each statement of the pipeline below (docs/claim.md, 7).
+            if dialect.claims_alone(cur) and (single := self._single(request)) is not None:
+                secret, plan = single
+                if _faults.plan is not None:
+                    _faults.fire(_faults.CLAIM_BEFORE_COMMIT)  # nothing sent yet
+                counting = CountingCursor(cur, self._tx.stats)
+                return self._claimed(cur, secret, dialect.claim_alone(counting, commit, plan))
             # BEGIN, the claim and COMMIT sent together where the engine pipelines: on
             # Postgres one round trip (the span's first pipeline carries the BEGIN,
             # Dialect.transaction), where psycopg's own transaction took three (its BEGIN
@@ -84,7 +98,24 @@ class Claims(Part):
 
         # Sent as one trip, a claim's COMMIT is on its way whenever its connection is lost:
         # claimed again at once (repeatable), as a claim lost before COMMIT always was.
-        return self._tx.committing(work, repeatable=True)
+        return self._claim_tx.committing(work, repeatable=True)
+
+    def _single(self, request: ClaimRequest) -> tuple[str, ClaimPlan] | None:
+        """The secret and the one statement of a claim that is one statement (one queue
+        asked, no global limit, rate or concurrency keys: the common claim); None for
+        any other, which :meth:`send` sends as its several statements."""
+        asks = [q for q in request.queues if q.limit is None or q.limit > 0]
+        if len(asks) != 1 or request.keys or global_limits(request) or queue_rates(request):
+            return None
+        (ask,) = asks
+        secret = ids.new_token()
+        plan = self._q.claim_plan(
+            workflows=sorted(request.workflows),
+            queue=ask.name,
+            limit=request.limit if ask.limit is None else min(ask.limit, request.limit),
+            claimed=(secret, request.lease_until, request.node_id, request.now),
+        )
+        return secret, plan
 
     def send(
         self,

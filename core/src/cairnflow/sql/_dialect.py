@@ -431,6 +431,24 @@ class Dialect:
         nothing, where the connection cannot (the default)."""
         return False
 
+    def claims_alone(self, cursor: Cursor) -> bool:
+        """True where :meth:`claim_alone` can send a claim on ``cursor``'s connection now:
+        at the start of a :meth:`transaction` span, before anything was sent in it.
+
+        A claim of one queue without a global limit, a rate or concurrency keys is
+        one statement, which is its own transaction where the engine commits a
+        statement alone: one message, where a transaction's BEGIN and COMMIT are
+        more. The default is False: the claim keeps its transaction.
+        """
+        return False
+
+    def claim_alone(self, cursor: Cursor, commit: Commit, plan: ClaimPlan) -> list[ClaimedRow]:
+        """Send the claim ``plan`` as a transaction of its own, ``commit.sending()`` first
+        (its outcome is unknown if the connection is lost before its reply); return the
+        rows it leased, as :meth:`claim`. Called only where :meth:`claims_alone` said so;
+        what the caller reads afterwards in the span, it reads outside any transaction."""
+        raise NotImplementedError(f"{type(self).__name__} does not claim alone")
+
     def send_claim_keyed(
         self, cursor: Cursor, statement: Statement
     ) -> Callable[[], list[ClaimedRow]]:

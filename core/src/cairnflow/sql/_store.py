@@ -190,6 +190,13 @@ class SQLStore:
     :meth:`default_notifier`). One that reaches other processes (anything but
     an in-process :class:`~cairnflow.notify.LocalNotifier`) makes the store
     declare ``Cap.NOTIFY``; one with a ``close()`` is closed with the store.
+
+    ``claim_connections``, where a driver gives them, are what :meth:`claim`
+    (a client's claims for its idle workers) runs on, so that their sessions
+    may be set up for a claim alone (:meth:`Dialect.claims_alone`) without
+    changing how the rest of the store's statements are planned; outcome
+    batches claim in their own transactions, on ``connections``. Closed with
+    the store.
     """
 
     capabilities: frozenset[Cap] = SQL_CAPABILITIES
@@ -207,6 +214,7 @@ class SQLStore:
         error_classifier: ErrorClassifier | None = None,
         tx_attempts: int = 5,
         notifier: Notifier | None = None,
+        claim_connections: Connections | None = None,
     ) -> None:
         check_int("tx_attempts", tx_attempts, minimum=1)
         if notifier is not None and not isinstance(notifier, Notifier):
@@ -227,18 +235,19 @@ class SQLStore:
             # anywhere are woken at once: the store declares it (a driver may still refuse).
             self.capabilities = type(self).capabilities | {Cap.NOTIFY}
         where = f"{schema}." if schema else ""
+
+        def transactions(over: Connections) -> Transactions:
+            classify = error_classifier or dialect.classify
+            stats = self.stats
+            return Transactions(
+                over, dialect, classify, attempts=tx_attempts, driver=info.driver, stats=stats
+            )
+
         context = Context(
             dialect=dialect,
             tables=self.tables,
             queries=self._queries,
-            tx=Transactions(
-                connections,
-                dialect,
-                error_classifier or dialect.classify,
-                attempts=tx_attempts,
-                driver=info.driver,
-                stats=self.stats,
-            ),
+            tx=transactions(connections),
             info=info,
             migrations=tuple(migrations),
             notifier=notifier,
@@ -248,7 +257,10 @@ class SQLStore:
         self._schema = Schema(context)
         self._enqueue = Enqueue(context)
         self._async_enqueue = AsyncEnqueue(context, self._enqueue)
-        self._claims = Claims(context)
+        self._claim_connections = claim_connections
+        self._claims = Claims(
+            context, claim_tx=None if claim_connections is None else transactions(claim_connections)
+        )
         self._leases = Leases(context)
         self._errors = ErrorLog(context)
         self._step_log = StepLog(context)
@@ -306,7 +318,11 @@ class SQLStore:
             if isinstance(self._notifier, ClosableNotifier):
                 self._notifier.close()
         finally:
-            self._connections.close()
+            try:
+                if self._claim_connections is not None:
+                    self._claim_connections.close()
+            finally:
+                self._connections.close()
 
     # -- schema ------------------------------------------------------------------------------
     def migrate(self) -> list[str]:

@@ -25,6 +25,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -49,7 +50,14 @@ from cairnflow.sql import (
     default_classifier,
 )
 
-__all__ = ["CLAIM_SETTINGS", "PostgresDialect", "advisory_key", "classify"]
+__all__ = [
+    "CLAIM_SETTINGS",
+    "SESSION_SETTINGS",
+    "PostgresDialect",
+    "advisory_key",
+    "classify",
+    "plan_for_claims",
+]
 
 log = logging.getLogger("cairnflow.postgres")
 
@@ -87,6 +95,35 @@ CLAIM_SETTINGS = (
     " set_config('jit', 'off', true)"
 )
 """What a claim's transaction sets before its statements (see :meth:`PostgresDialect.claim`)."""
+
+SESSION_SETTINGS = CLAIM_SETTINGS.replace("true)", "false)")
+"""The claim's settings for a whole session: what the store's own connections are given when
+the pool makes them (:func:`plan_for_claims`). Every statement on them is then planned under
+them: the store's statements are a queue's (an ordered index scan that stops after a few
+rows over a bitmap and a sort), and none is worth compiling."""
+
+_planned: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+"""Connections whose session has :data:`SESSION_SETTINGS`: a claim on them sends no
+:data:`CLAIM_SETTINGS`, and one of a single statement goes alone (:meth:`claim_alone`)."""
+
+
+def plan_for_claims(conn: psycopg.Connection[Any]) -> None:
+    """Give ``conn``'s session the claim's settings (:data:`SESSION_SETTINGS`), committed.
+
+    The store's pool calls this for every connection it makes. A connection the
+    application's pool lends keeps its own settings, and a claim on it sets the
+    claim's for its transaction (:data:`CLAIM_SETTINGS`), as before.
+    """
+    conn.execute(SESSION_SETTINGS)
+    conn.commit()
+    _planned.add(conn)
+
+
+def _claim_settings(cursor: Cursor) -> None:
+    """Set the claim's settings for the open transaction, unless the session has them."""
+    conn = _connection(cursor)
+    if conn not in _planned:
+        conn.cursor().execute(CLAIM_SETTINGS)  # its own cursor: not the claim's result
 
 
 def classify(error: BaseException) -> ErrorClass:
@@ -433,18 +470,45 @@ class PostgresDialect(Dialect):
 
     def send_claim(self, cursor: Cursor, plan: ClaimPlan) -> Callable[[], list[ClaimedRow]]:
         """Send the claim (see :meth:`claim`); its rows are read when the caller asks."""
-        # Its own cursor: in a pipeline, the claim's rows must be the last result read.
-        _connection(cursor).cursor().execute(CLAIM_SETTINGS)
+        _claim_settings(cursor)
         # UPDATE ... FROM returns the runs' payloads with the claimed steps: one statement.
         sql, params = plan.update_returning_runs
         cursor.execute(self.sql(sql), params)
         return lambda: list(cursor.fetchall())
 
+    def claims_alone(self, cursor: Cursor) -> bool:
+        """True on a connection of the store's own (its session has the claim's settings,
+        :func:`plan_for_claims`) at the start of a :meth:`transaction` span."""
+        conn = _connection(cursor)
+        return id(conn) in self._lazy and conn in _planned and _own_kind(conn)
+
+    def claim_alone(self, cursor: Cursor, commit: Commit, plan: ClaimPlan) -> list[ClaimedRow]:
+        """The claim's ``UPDATE`` in autocommit: its own transaction, one message (Bind,
+        Execute, Sync) and one round trip, with no BEGIN, settings or COMMIT around it.
+
+        Sent as four statements in a pipeline, the claim made an idle backend wake
+        for each as it arrived: the same claim after 10 ms of quiet took 2.1 ms as
+        the pipeline and 1.6 ms alone (p50 of 300 each, alternating, local server,
+        2026-12-03, #20; docs/benchmarks.md, tenth session). The span stays in
+        autocommit until it ends, so what the caller reads after it (the inputs
+        of steps with parents) reads outside any transaction, as after a
+        pipeline's COMMIT; the span's end takes the connection out of autocommit.
+        """
+        conn = _connection(cursor)
+        key = id(conn)
+        self._lazy.discard(key)
+        conn.autocommit = True
+        self._statements.add(key)  # taken out of autocommit when the span ends
+        commit.sending()
+        sql, params = plan.update_returning_runs
+        cursor.execute(self.sql(sql), params)
+        return list(cursor.fetchall())
+
     def send_claim_keyed(
         self, cursor: Cursor, statement: Statement
     ) -> Callable[[], list[ClaimedRow]]:
         """Send a keyed claim of one queue, one statement (see :meth:`send_claim`)."""
-        _connection(cursor).cursor().execute(CLAIM_SETTINGS)
+        _claim_settings(cursor)
         sql, params = statement
         cursor.execute(self.sql(sql), params)
         return lambda: list(cursor.fetchall())
@@ -463,12 +527,12 @@ class PostgresDialect(Dialect):
         self, cursor: Cursor, ready: Statement, still_ready: Callable[[Sequence[str]], Statement]
     ) -> list[ClaimedRow]:
         """A keyed claim's candidates, read under the claim's settings (see :meth:`claim`)."""
-        _connection(cursor).cursor().execute(CLAIM_SETTINGS)
+        _claim_settings(cursor)
         return super().lock_candidates(cursor, ready, still_ready)
 
     def lock_candidates_and_keys(self, cursor: Cursor, statement: Statement) -> list[ClaimedRow]:
         """A keyed claim's candidates and keys, read under the claim's settings."""
-        _connection(cursor).cursor().execute(CLAIM_SETTINGS)
+        _claim_settings(cursor)
         return super().lock_candidates_and_keys(cursor, statement)
 
     def application_connection(self, tx: Any) -> psycopg.Connection[Any]:
