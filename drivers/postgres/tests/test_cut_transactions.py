@@ -194,6 +194,27 @@ def test_a_claim_whose_commit_landed_unanswered_is_taken_back_after_its_lease(
     ]
 
 
+def test_a_claim_alone_failing_before_it_is_sent_leases_nothing(
+    make_store: StoreFactory, make_client: ClientFactory
+) -> None:
+    # The common claim goes alone (one statement in autocommit, on the claims pool): its
+    # fault point claim.before_commit is before the statement is sent. A failure there
+    # leases nothing and leaves no connection in autocommit; the next claim takes the step.
+    store = make_store(max_size=1)
+    enqueuer = make_client(store, _one_step(), start=False, notifier=False)
+    run = enqueuer.enqueue("claimed", None)
+    with faults("claim.before_commit=raise#1") as armed:
+        with pytest.raises(cf.Unavailable):
+            store.claim(_request())
+        assert armed.fired("claim.before_commit") == 1
+    step = _the_step(store, run)
+    assert (step.status, step.attempt) == (cf.StepStatus.READY, 0)
+    _pool_is_clean(store)
+    (attempt,) = store.claim(_request())
+    assert attempt.attempt == 1
+    assert _events(store, run) == [("claimed", 1)]
+
+
 def test_an_outcome_batch_killed_inside_the_server_rolls_back_whole_and_is_sent_again(
     postgres_url: str, admin_conn: psycopg.Connection[Any], named: Named
 ) -> None:

@@ -117,9 +117,13 @@ def _configure_for_claims(conn: psycopg.Connection[Any]) -> None:
 class _PoolConnections:
     """The SQL layer's ``Connections`` over a psycopg pool (ours or the application's)."""
 
-    def __init__(self, pool: ConnectionPool[Any], *, owned: bool) -> None:
+    def __init__(
+        self, pool: ConnectionPool[Any], *, owned: bool, lent: str = "size it above workers + 2"
+    ) -> None:
         self.pool = pool
         self.owned = owned
+        self._lent = lent
+        """What to do when every connection is lent, for the pool-timeout message."""
         self.server: str | None = None
         """``PostgreSQL 15.4``, learnt from the first connection lent (libpq reports it)."""
         self._probed_at = float("-inf")
@@ -133,8 +137,7 @@ class _PoolConnections:
         except PoolTimeout as error:
             raise Unavailable(
                 f"postgres store is unavailable: {error} (the server does not answer, or all "
-                f"{self.pool.max_size} connections of the pool are lent: size it above "
-                f"workers + 2)"
+                f"{self.pool.max_size} connections of the pool are lent: {self._lent})"
             ) from error
         if self.server is None:
             self.server = _server_name(conn.info.server_version)
@@ -322,6 +325,7 @@ class PostgresStore(SQLStore):
                     open=True,
                 ),
                 owned=True,
+                lent="the claims pool: more clients of this store claimed at once than it holds",
             )
         self.pool: ConnectionPool[Any] = pool
         """The pool the store (and its notifier) borrows connections from."""
