@@ -73,7 +73,7 @@ class Claims(Part):
 
         def work(cur: Cursor, commit: Commit) -> list[ClaimedAttempt]:
             # A claim of one statement, where the connection can send it as a transaction
-            # of its own (Dialect.claims_alone; on Postgres the store's own connections):
+            # of its own (Dialect.claims_alone; on Postgres the store's claims pool):
             # one message, no BEGIN, no COMMIT. An idle server wakes once for it, where it
             # woke for each statement of the pipeline below (docs/claim.md, 7).
             if dialect.claims_alone(cur) and (single := self._single(request)) is not None:
@@ -112,7 +112,7 @@ class Claims(Part):
         plan = self._q.claim_plan(
             workflows=sorted(request.workflows),
             queue=ask.name,
-            limit=request.limit if ask.limit is None else min(ask.limit, request.limit),
+            limit=_queue_limit(request, ask, {}),
             claimed=(secret, request.lease_until, request.node_id, request.now),
         )
         return secret, plan
@@ -247,7 +247,7 @@ class Claims(Part):
             statement = q.claim_keyed(
                 workflows=workflows,
                 queue=ask.name,
-                limit=_candidates_limit(request, ask, room),
+                limit=_queue_limit(request, ask, room),
                 released=released,
                 claimed=claimed,
             )
@@ -259,7 +259,7 @@ class Claims(Part):
         # one statement (READY_KEYED_WITH_KEYS), one round trip less.
         with_keys = len(asks) == 1 and self._dialect.key_arrays
         for ask in asks:
-            limit = _candidates_limit(request, ask, room)
+            limit = _queue_limit(request, ask, room)
             if with_keys:
                 statement = q.ready_keyed_with_keys(
                     workflows=workflows, queue=ask.name, limit=limit, released=sorted(released)
@@ -340,8 +340,8 @@ class Claims(Part):
         return claimed
 
 
-def _candidates_limit(request: ClaimRequest, ask: QueueClaim, room: Mapping[str, int]) -> int:
-    """How many candidates a keyed claim reads of queue ``ask``: the request's limit, within
-    the queue's own limit and the room its global limit leaves."""
+def _queue_limit(request: ClaimRequest, ask: QueueClaim, room: Mapping[str, int]) -> int:
+    """How many a claim of queue ``ask`` asks for (a keyed claim: the candidates it reads):
+    the request's limit, within the queue's own limit and the room its global limit leaves."""
     limit = request.limit if ask.limit is None else min(ask.limit, request.limit)
     return min(limit, room[ask.name]) if ask.name in room else limit
