@@ -320,6 +320,31 @@ def test_portable_sql_becomes_psycopg_placeholders() -> None:
     assert dialect.sql("SELECT ? WHERE x LIKE '5%'") == "SELECT %s WHERE x LIKE '5%%'"
 
 
+def test_a_batch_sends_a_column_of_one_value_as_that_value() -> None:
+    """A batch's shared columns (its workflow, its steps' shape) go as one parameter each; the
+    others as arrays, after them, in column order; a column of one row is never folded."""
+    queries = Queries(Tables.build("cf_", None, PostgresDialect().quote), PostgresDialect())
+    insert = queries.insert_runs
+    width = len(insert.columns)
+    rows = [
+        ("r1", "w", "q", 0, b"1", None, None, "{}", 1, 5, 5, None, None),
+        ("r2", "w", "q", 0, b"1", None, None, "{}", 1, 6, 5, None, None),
+    ]
+    assert len(rows[0]) == width
+    sql, params = PostgresDialect().batch_insert(insert, rows)
+    varying = [n for n, values in enumerate(zip(*rows, strict=True)) if len(set(values)) > 1]
+    assert [insert.columns[n] for n in varying] == ["id", "created_at"]
+    assert sql.count("[]") == len(varying)  # two arrays, the rest one value each
+    assert sql.count("%b") == width
+    assert params[: width - 2] == tuple(rows[0][n] for n in range(width) if n not in varying)
+    assert params[width - 2 :] == (["r1", "r2"], [5, 6])
+    assert 'AS batch ("id", "created_at")' in sql
+    # One row: every column an array of one, the statement any row count shares.
+    sql, params = PostgresDialect().batch_insert(insert, rows[:1])
+    assert sql.count("[]") == width
+    assert params == tuple([value] for value in rows[0])
+
+
 # -- debouncing, on a fake pool ----------------------------------------------------------------
 class _FakeConn:
     """Enough of a psycopg connection for the sender: a quiet socket, a log of statements."""

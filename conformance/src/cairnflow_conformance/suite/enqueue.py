@@ -192,6 +192,69 @@ class BatchEnqueueTests:
         assert sorted(seen) == list(range(5))
         assert client.enqueue_many([]) == []
 
+    @proves(Cap.BATCH_ENQUEUE)
+    def test_runs_alike_and_unlike_in_one_batch_each_keep_their_own_values(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # A store may send what every row of a batch shares once (the Postgres driver folds
+        # such a column into one parameter). Runs alike in all but their ids, then runs of
+        # two workflows of other shapes, payloads and labels, interleaved: each run and each
+        # step row must keep its own values. Every step returns what it was given, its
+        # parents' outputs with it, so a chain's last output shows the whole chain ran in order.
+        def record(ctx: cf.StepContext, data: Any) -> list[Any]:
+            return [ctx.workflow, ctx.step, ctx.payload, dict(ctx.labels), dict(ctx.parents)]
+
+        one = cf.Workflow("kit-batch-one", steps=[cf.Step("only", record)])
+        chain = cf.Workflow(
+            "kit-batch-chain",
+            steps=[
+                cf.Step("a", record),
+                cf.Step("b", record, after=["a"]),
+                cf.Step("c", record, after=["b"]),
+            ],
+        )
+        client = cairnflow_kit.client(one, chain)
+        alike = client.enqueue_many([cf.Job("kit-batch-one", {"same": 1}) for _ in range(4)])
+        unlike = client.enqueue_many(
+            [
+                cf.Job("kit-batch-chain", n, labels={"n": str(n)})
+                if n % 2
+                else cf.Job("kit-batch-one", n)
+                for n in range(6)
+            ]
+        )
+        assert len({ref.id for ref in [*alike, *unlike]}) == 10
+        for ref in alike:
+            info = client.wait(ref, timeout=TIMEOUT)
+            assert info.status is cf.Status.SUCCEEDED, info
+            assert (info.workflow, info.payload, dict(info.labels)) == (
+                "kit-batch-one",
+                {"same": 1},
+                {},
+            )
+            assert info.steps["only"].output == ["kit-batch-one", "only", {"same": 1}, {}, {}]
+            assert set(info.steps) == {"only"}
+        for n, ref in enumerate(unlike):
+            info = client.wait(ref, timeout=TIMEOUT)
+            assert info.status is cf.Status.SUCCEEDED, info
+            assert info.payload == n
+            if n % 2:
+                labels = {"n": str(n)}
+                a = ["kit-batch-chain", "a", n, labels, {}]
+                b = ["kit-batch-chain", "b", n, labels, {"a": a}]
+                c = ["kit-batch-chain", "c", n, labels, {"b": b}]
+                assert (info.workflow, dict(info.labels)) == ("kit-batch-chain", labels)
+                assert {name: step.output for name, step in info.steps.items()} == {
+                    "a": a,
+                    "b": b,
+                    "c": c,
+                }
+            else:
+                assert (info.workflow, dict(info.labels)) == ("kit-batch-one", {})
+                assert {name: step.output for name, step in info.steps.items()} == {
+                    "only": ["kit-batch-one", "only", n, {}, {}]
+                }
+
     @proves(Cap.BATCH_ENQUEUE, requires=[Cap.IDEMPOTENCY])
     def test_a_batch_keeps_every_text_exactly(self, cairnflow_kit: Kit) -> None:
         # What a store that writes a batch as array literals or multi-row VALUES must quote:
