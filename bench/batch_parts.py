@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 
 import _engines
 import psycopg
+from _baseline import Baseline
 
 import cairnflow as cf
 from cairnflow.ids import default_ids
@@ -92,20 +93,14 @@ def main() -> None:
     made: list[str] = []
     full_prefix, full = _store(url, made)
     lean_prefix, lean = _store(url, made, LISTINGS)
-    raw = "bpraw" + uuid.uuid4().hex[:6]
-    made.append(raw)
     client = cf.Client(full)
     client.register(cf.Workflow("noop", steps=[cf.Step("only", _noop)]))
     chunks = _capture(client, args.batch)
     payloads = [p for (_, runs), _ in chunks for p in runs[-1]]
+    # The raw loop's table and loop: nox -s bench's baseline (bench-peers' raw loop).
+    baseline = Baseline(engine, "bpraw" + uuid.uuid4().hex[:6] + "_")
     conn = psycopg.connect(url, autocommit=True)
     try:
-        conn.execute(
-            f'CREATE TABLE "{raw}" (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, '
-            "status TEXT NOT NULL, payload BYTEA NOT NULL, due_at BIGINT NOT NULL, token TEXT, "
-            "lease_until BIGINT, finished_at BIGINT)"
-        )
-        conn.execute(f'CREATE INDEX "{raw}_ready" ON "{raw}" (due_at, id) WHERE status = \'ready\'')
 
         def replay(prefix: str, steps: bool = True) -> None:
             conn.execute("BEGIN")
@@ -124,23 +119,17 @@ def main() -> None:
                         )
                 conn.execute("COMMIT")
 
-        def raw_loop() -> None:
-            with conn.transaction(), conn.cursor() as cur:
-                now = time.time_ns()
-                cur.executemany(
-                    f"INSERT INTO \"{raw}\" (status, payload, due_at) VALUES ('ready', %s, %s)",
-                    [(payload, now) for payload in payloads],
-                )
-
         def raw_unnest() -> None:
             conn.execute(
-                f"INSERT INTO \"{raw}\" (status, payload, due_at) SELECT 'ready', p, %b::bigint "
+                f"INSERT INTO {baseline.t} (status, payload, due_at) SELECT 'ready', p, %b::bigint "
                 "FROM unnest(%b::bytea[]) AS batch (p)",
                 (time.time_ns(), payloads),
             )
 
         variants: dict[str, Callable[[], Any]] = {
-            "raw loop (executemany, bench-peers')": raw_loop,
+            "raw loop (executemany, bench-peers')": lambda: baseline.enqueue(
+                args.batch, args.batch
+            ),
             "enqueue_many, end to end": lambda: client.enqueue_many(
                 cf.Job("noop", i) for i in range(args.batch)
             ),
@@ -166,6 +155,7 @@ def main() -> None:
             )
     finally:
         conn.close()
+        baseline.close()
         full.close()
         lean.close()
         for prefix in made:

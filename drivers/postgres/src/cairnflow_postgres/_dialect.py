@@ -469,12 +469,10 @@ class PostgresDialect(Dialect):
         ids and the payloads) is sent as that value, once: 26 arrays of a batch's runs
         and steps become 4. psycopg dumps an array element by element in Python (0.196 s
         of a profiled 10,000-run batch series, 0.052 s after), and the server unpacks
-        fewer. enqueue_many of 500 in one process, ten rounds alternating: 19,687 ->
-        22,682 runs/s median, every round faster (2026-12-03, #20).
+        fewer. enqueue_many of 500, alternating batch by batch in one process: 21,415 ->
+        24,633 runs/s (docs/benchmarks.md, "A batch's shared values sent once"; #20).
         """
         columns = list(zip(*rows, strict=True))
-        # A column of one value (a batch's workflow, queue, labels, the steps' shape) goes
-        # as that value: psycopg dumps arrays element by element, in Python.
         shared = [len(rows) > 1 and values.count(values[0]) == len(values) for values in columns]
         if all(shared):
             shared[0] = False  # unnest() needs an array
