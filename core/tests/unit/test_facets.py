@@ -13,10 +13,16 @@ from cairnflow.store import (
     ENGINE_ONLY,
     BatchOutcomes,
     KernelOutcomes,
+    KernelStreamedEnqueue,
     MemoryStore,
+    NewRun,
+    NewStep,
+    RunQuery,
+    RunStream,
     ServerClock,
     StoreContractError,
     StoreFacets,
+    StreamedEnqueue,
     TransactionalEnqueue,
     check_store,
     facet_of,
@@ -88,3 +94,58 @@ def test_a_store_without_batch_outcomes_is_written_through_the_kernel() -> None:
     with cf.Client(KernelOnly(), workers=2, poll_interval=0.05) as client:
         client.register(workflow)
         assert client.result(client.enqueue("k", 1), timeout=10) == 2
+
+
+def _batch(count: int, made: list[int], fail_at: int | None = None, name: str = "run") -> RunStream:
+    """A stream of ``count`` one-step runs that records which run it made, in order."""
+    step = NewStep("a", cf.StepKind.TASK, (), ())
+    ids = [f"{name}_{n}" for n in range(count)]
+
+    def make(at: int) -> NewRun:
+        if at == fail_at:
+            raise LookupError(f"run {at} cannot be made")
+        made.append(at)
+        return NewRun(ids[at], "w", "default", 0, b"null", (step,), (f"step_{at}",), 1, 1)
+
+    return RunStream(ids, make)
+
+
+def test_a_run_stream_makes_each_run_once_as_it_is_read() -> None:
+    made: list[int] = []
+    runs = _batch(5, made)
+    assert len(runs) == 5 and made == []  # the ids are known, nothing is made yet
+    chunks = runs.chunks(2)
+    assert [new.id for new in next(chunks)] == ["run_0", "run_1"]
+    assert made == [0, 1]  # only the chunk read so far
+    assert [[new.id for new in chunk] for chunk in chunks] == [["run_2", "run_3"], ["run_4"]]
+    again = [new for chunk in runs.chunks(3) for new in chunk]  # a write sent again
+    assert again == runs.all() and [new.id for new in again] == list(runs.ids)
+    assert made == [0, 1, 2, 3, 4], "a second reading made runs again"
+    with pytest.raises(ValueError, match="at least one run"):
+        next(runs.chunks(0))
+
+
+def test_a_run_stream_raises_what_making_a_run_raised_and_refuses_a_run_named_otherwise() -> None:
+    made: list[int] = []
+    runs = _batch(4, made, fail_at=2)
+    chunks = runs.chunks(2)
+    next(chunks)
+    with pytest.raises(LookupError, match="run 2 cannot be made"):
+        next(chunks)
+    misnamed = RunStream(["run_0", "run_x"], _batch(2, []).all().__getitem__)
+    with pytest.raises(ValueError, match="run 1 of a stream was made as 'run_1', named 'run_x'"):
+        misnamed.all()
+
+
+def test_a_store_without_a_streamed_enqueue_gets_every_run_made_first() -> None:
+    store = MemoryStore()
+    assert not isinstance(store, StreamedEnqueue)
+    enqueue = StoreFacets.of(store).enqueue
+    assert isinstance(enqueue, KernelStreamedEnqueue)
+    made: list[int] = []
+    assert enqueue.create_runs_streamed(_batch(3, made)) == ["run_0", "run_1", "run_2"]
+    assert made == [0, 1, 2]
+    with pytest.raises(LookupError):  # refused before create_runs: nothing written
+        enqueue.create_runs_streamed(_batch(3, [], fail_at=2, name="other"))
+    assert [store.get_run(f"other_{n}") for n in range(2)] == [None, None]
+    assert len(store.list_runs(RunQuery(limit=10)).runs) == 3

@@ -21,6 +21,7 @@ no one else's, in one of two ways:
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -122,3 +123,42 @@ def test_every_enqueue_makes_exactly_one_run_while_connections_are_killed(
             assert set(info.steps) == {"one", "two"}
         if how == "network":
             assert landed() >= LANDED, f"{storm.kills} cuts caught {landed()} commits landing"
+
+
+def test_a_batch_cut_while_it_streams_is_sent_again_with_the_runs_it_made(
+    postgres_url: str,
+    make_store: StoreFactory,
+    make_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A batch of 300 goes as three chunks of 100 (Dialect.batch_chunk), each chunk's runs
+    # made just before it is sent (cairnflow.store.RunStream). The store's connections are
+    # ended while the third chunk is being made, two chunks already sent in the open
+    # transaction: the write must be sent again with the runs made the first time (each
+    # made once, under the same ids), and land once.
+    with terminating(postgres_url, make_store) as (store, kill):
+        assert store.dialect.batch_chunk == 100
+        client = make_client(store, marked(), start=False, notifier=False)
+        made: Counter[str] = Counter()
+        kills: list[int] = []
+        new_run = client._new_run
+
+        def making(job: cf.Job, now: int, names: Any = None) -> Any:
+            made[job.payload["marker"]] += 1
+            if job.payload["marker"] == "r250" and not kills:
+                kills.append(kill())
+            return new_run(job, now, names)
+
+        monkeypatch.setattr(client, "_new_run", making)
+        before = store.stats.snapshot()["transactions"]
+        refs = client.enqueue_many(cf.Job("marked", {"marker": f"r{n}"}) for n in range(300))
+        assert kills and kills[0] >= 1, "no connection of the store was ended"
+        assert store.stats.snapshot()["transactions"] - before >= 2, "the write was not resent"
+        assert len(made) == 300
+        assert set(made.values()) == {1}, "a run was made again for the resent write"
+        runs = runs_by_marker(client, "marked")
+        assert sorted(runs) == sorted(f"r{n}" for n in range(300))
+        for n, ref in enumerate(refs):
+            (info,) = runs[f"r{n}"]
+            assert info.id == ref.id
+            assert set(info.steps) == {"one", "two"}

@@ -13,7 +13,7 @@ import pytest
 
 import cairnflow as cf
 from cairnflow import Cap
-from cairnflow.store import NewRun
+from cairnflow.store import NewRun, RunStream, StoreFacets
 
 from .._kit import Kit
 from .._markers import proves
@@ -330,6 +330,25 @@ class BatchEnqueueTests:
         assert client.runs(label_prefix=("batch", "b"), count=True).total == 300
         assert len(cairnflow_kit.stored(refs[-1]).steps) == 2
 
+    @proves(Cap.BATCH_ENQUEUE)
+    def test_a_batch_whose_late_run_cannot_be_made_writes_nothing(self, cairnflow_kit: Kit) -> None:
+        # The engine makes a batch's runs as the store writes them (cairnflow.store.RunStream):
+        # a store that pipelines has sent the first chunks before a late run is made. A run
+        # that cannot be made (a payload its codec refuses, a workflow not registered) far
+        # into a large batch must leave nothing of the batch written, and the store usable.
+        client = cairnflow_kit.client(_echo(), start=False)
+        jobs = [cf.Job("kit-echo", n, labels={"n": str(n)}) for n in range(300)]
+        with pytest.raises(TypeError, match="cannot be encoded"):
+            client.enqueue_many([*jobs[:280], cf.Job("kit-echo", object()), *jobs[280:]])
+        with pytest.raises(cf.UnknownWorkflow):
+            client.enqueue_many([*jobs, cf.Job("kit-not-registered", 0)])
+        assert cairnflow_kit.run_count() == 0, "a refused batch wrote some of its runs"
+        refs = client.enqueue_many(jobs)
+        assert cairnflow_kit.run_count() == 300
+        for n in (0, 150, 299):
+            info = client.info(refs[n])
+            assert (info.payload, dict(info.labels)) == (n, {"n": str(n)})
+
 
 class HeadersTests:
     """``Cap.HEADERS``: headers kept with a run, read by every step and by ``info()``."""
@@ -460,6 +479,12 @@ class RetriedEnqueueTests:
         now = time.time_ns()
         return client, [client._new_run(job, now) for job in jobs]
 
+    @classmethod
+    def _batch(cls, kit: Kit, count: int) -> tuple[list[NewRun], list[str]]:
+        """``count`` new runs of ``kit-twice`` and their ids."""
+        _, batch = cls._new_runs(kit, [cf.Job("kit-twice", n) for n in range(count)])
+        return batch, [new.id for new in batch]
+
     @staticmethod
     def _step_count(kit: Kit, run_ids: Sequence[str]) -> int:
         return sum(len(kit.stored(run_id).steps) for run_id in run_ids)
@@ -487,8 +512,7 @@ class RetriedEnqueueTests:
         self, cairnflow_kit: Kit
     ) -> None:
         kit = cairnflow_kit
-        _, batch = self._new_runs(kit, [cf.Job("kit-twice", n) for n in range(3)])
-        ids = [new.id for new in batch]
+        batch, ids = self._batch(kit, 3)
         assert kit.store.create_runs(batch) == ids
         assert kit.store.create_runs(batch) == ids, "the retry must return the landed batch"
         assert kit.run_count() == 3, "the retry wrote runs again"
@@ -500,6 +524,53 @@ class RetriedEnqueueTests:
             kit.store.create_runs([batch[0], fresh])
         assert kit.run_count() == 3, "a call with an existing id wrote its other runs"
         assert kit.store.get_run(fresh.id) is None
+
+    @proves(Cap.BATCH_ENQUEUE)
+    def test_a_streamed_batch_whose_ids_exist_is_returned_and_not_written_again(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # The engine's batch write (StoreFacets.enqueue: the store's StreamedEnqueue, or
+        # create_runs of every run): a batch large enough to go as several chunks, sent
+        # twice with the same runs, as a client does after a lost commit.
+        kit = cairnflow_kit
+        batch, ids = self._batch(kit, 250)
+        made: list[int] = []
+
+        def make(at: int) -> NewRun:
+            made.append(at)
+            return batch[at]
+
+        runs = RunStream(ids, make)
+        enqueue = StoreFacets.of(kit.store).enqueue
+        assert enqueue.create_runs_streamed(runs) == ids
+        assert enqueue.create_runs_streamed(runs) == ids, "the retry must return the batch"
+        assert kit.run_count() == 250, "the retry wrote runs again"
+        assert self._step_count(kit, ids[::50]) == 10
+        assert sorted(made) == list(range(250)), "the stream kept what it made: each run once"
+
+    @proves(Cap.BATCH_ENQUEUE)
+    def test_a_streamed_batch_whose_run_cannot_be_made_writes_nothing(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # Making a run raises the client's error (RunStream): the store writes nothing of
+        # the batch, raises that very error, and writes the next batch as usual.
+        kit = cairnflow_kit
+        batch, ids = self._batch(kit, 250)
+        refusal = LookupError("kit: run 230 of the batch cannot be made")
+
+        def make(at: int) -> NewRun:
+            if at == 230:
+                raise refusal
+            return batch[at]
+
+        enqueue = StoreFacets.of(kit.store).enqueue
+        with pytest.raises(LookupError) as caught:
+            enqueue.create_runs_streamed(RunStream(ids, make))
+        assert caught.value is refusal, "the error of the run was not raised as it came"
+        assert kit.run_count() == 0, "a batch whose run could not be made wrote some runs"
+        assert all(kit.store.get_run(run_id) is None for run_id in ids[::25])
+        assert enqueue.create_runs_streamed(RunStream(ids, batch.__getitem__)) == ids
+        assert kit.run_count() == 250
 
     @proves(Cap.IDEMPOTENCY)
     def test_a_keyed_run_whose_id_exists_is_returned_and_its_key_stays_guarded(

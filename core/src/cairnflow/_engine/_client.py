@@ -33,6 +33,7 @@ from ..store import (
     ConcurrencyKey,
     NewRun,
     NewStep,
+    RunStream,
     SignalResult,
     Store,
     StoreFacets,
@@ -796,13 +797,23 @@ class Client(
         now = state.now()
         steps = self._steps
         names = self._writer.names_many([len(steps.get(job.workflow, ())) for job in jobs])
-        runs = [self._new_run(job, now, name) for job, name in zip(jobs, names, strict=True)]
-        if tx is None:
-            run_ids = self._writer.create(runs)
+        if tx is None and len(jobs) > 1:
+            # Made as the store writes them (RunStream): the Python of the next chunk of
+            # runs overlaps the server's writing of the last where the engine pipelines.
+            stream = RunStream(
+                [run_id for run_id, _ in names],
+                lambda at: self._new_run(jobs[at], now, names[at]),
+            )
+            run_ids = self._writer.create_streamed(stream)
+            runs = stream.all()
         else:
-            transactional = state.facets.transactional
-            assert transactional is not None  # enqueue_tx required the capability
-            run_ids = transactional.create_runs_in(tx, runs)
+            runs = [self._new_run(job, now, name) for job, name in zip(jobs, names, strict=True)]
+            if tx is None:
+                run_ids = self._writer.create(runs)
+            else:
+                transactional = state.facets.transactional
+                assert transactional is not None  # enqueue_tx required the capability
+                run_ids = transactional.create_runs_in(tx, runs)
         if wake:
             self._after_create(runs, now)
         return [RunRef(run_id, run.workflow) for run_id, run in zip(run_ids, runs, strict=True)]

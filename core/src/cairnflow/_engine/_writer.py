@@ -12,6 +12,11 @@ once whether the first commit landed or not, with an idempotency key or
 without. After ``enqueue_timeout`` seconds of outage it gives up with
 :class:`~cairnflow.OutcomeUnknown`, naming the run ids for the caller to look up.
 
+A batch (``enqueue_many``) goes as a :class:`~cairnflow.store.RunStream`: its
+runs are named first and made as the store writes them
+(:class:`~cairnflow.store.StreamedEnqueue`), and a write sent again reads the
+runs the first one made.
+
 The application's own transaction (``enqueue_tx``) is never retried here: its
 COMMIT is the application's, and so is retrying it (a new call, new ids).
 """
@@ -20,12 +25,12 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .. import ids
 from .._errors import OutcomeUnknown, Unavailable
 from ..retry import Backoff
-from ..store import NewRun
+from ..store import NewRun, RunStream
 from ._attempt import monotonic
 from ._state import EngineState
 
@@ -71,13 +76,22 @@ class RunWriter:
         Raises :class:`~cairnflow.OutcomeUnknown` once ``enqueue_timeout``
         seconds have passed since the first failure without an answer.
         """
+        store = self._state.store
+        return self._sending(lambda: store.create_runs(runs), [run.id for run in runs])
+
+    def create_streamed(self, runs: RunStream) -> list[str]:
+        """:meth:`create` for a batch whose runs are made as the store writes them."""
+        streamed = self._state.facets.enqueue
+        return self._sending(lambda: streamed.create_runs_streamed(runs), runs.ids)
+
+    def _sending(self, write: Callable[[], list[str]], run_ids: Sequence[str]) -> list[str]:
+        """``write()``, called again with backoff while it raises Unavailable (see create)."""
         state = self._state
-        store = state.store
         failures = 0
         first_failure = 0.0
         while True:
             try:
-                return store.create_runs(runs)
+                return write()
             except Unavailable as error:
                 now = monotonic()
                 failures += 1
@@ -86,11 +100,11 @@ class RunWriter:
                 pause = _BACKOFF.delay(failures, state.jitter())
                 waited = now - first_failure
                 if waited + pause > state.settings.enqueue_timeout:
-                    raise OutcomeUnknown(tuple(run.id for run in runs), waited, error) from error
+                    raise OutcomeUnknown(tuple(run_ids), waited, error) from error
                 state.log.info(
                     "the store was unavailable writing %d run(s) (%s): the write may have "
                     "landed; sending it again in %.3fs",
-                    len(runs),
+                    len(run_ids),
                     error,
                     pause,
                 )

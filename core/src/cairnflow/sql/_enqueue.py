@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from .._errors import CairnError, DuplicateRun, PayloadTooLarge
 from .._models import StepKind
 from ..notify import InlineNotifier
-from ..store import NewRun, NewStep, landed
+from ..store import NewRun, NewStep, RunStream, landed
 from ._dialect import Commit, Cursor, Statement
 from ._keys import Keys
 from ._limits import check_statement
@@ -112,7 +112,7 @@ def _counted(steps: tuple[NewStep, ...]) -> int:
 
 
 class Enqueue(Part):
-    """``create_runs`` and ``create_runs_in``."""
+    """``create_runs``, ``create_runs_streamed`` and ``create_runs_in``."""
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
@@ -131,19 +131,65 @@ class Enqueue(Part):
         try:
             run_ids = self._tx.committing(lambda cur, commit: write(cur, commit, rows))
         except UniqueViolation:
-            found = self.landed(runs)  # read only now: the write never reads first
-            if found is None:
-                raise self.duplicate(runs) from None
-            self._tx.stats.count(landed=1)
-            log.info(
-                "%d run(s) were written by an earlier attempt whose commit outcome was lost: %s",
-                len(found),
-                ", ".join(found),
-            )
-            return found
+            return self._refused(runs)
         if notifier is not None:
             notifier.sent_inline(self.context.channel)
         return run_ids
+
+    def create_runs_streamed(self, runs: RunStream) -> list[str]:
+        """:meth:`create_runs` of a batch whose runs are made as the chunks are sent.
+
+        Where the engine pipelines (:attr:`Dialect.batch_chunk`), each chunk of
+        runs is made, prepared and sent before the next one is made, so the
+        client's Python overlaps the server's writing (:mod:`cairnflow.store._stream`).
+        A run that cannot be made raises inside the transaction, which rolls back
+        what was sent: nothing of the batch is written. A transaction run again
+        reads the runs the first attempt made. Elsewhere the batch is made whole
+        and written as :meth:`create_runs` writes it.
+        """
+        chunk = self._dialect.batch_chunk
+        if chunk is None or len(runs) <= chunk:
+            return self.create_runs(runs.all())
+        wake: list[InlineNotifier | None] = []  # decided once, by the first attempt
+
+        def work(cur: Cursor, commit: Commit) -> list[str]:
+            dialect = self._dialect
+            seen: set[tuple[str, str]] = set()
+            keys: list[tuple[str, bool]] = []
+            with dialect.pipelined_transaction(cur, commit) as writing:
+                for new_runs in runs.chunks(chunk):
+                    rows = self.prepare(new_runs, seen)
+                    self._insert_rows(writing, rows)
+                    keys.extend(rows.keys)
+                if keys:  # last, in name order, as insert() creates them
+                    self._keys.create(writing, keys)
+                if not wake:
+                    wake.append(self._inline_notifier(runs.all()))
+                if wake[0] is not None:
+                    dialect.notify_in_transaction(writing, self.context.channel)
+            return list(runs.ids)
+
+        try:
+            run_ids = self._tx.committing(work)
+        except UniqueViolation:
+            return self._refused(runs.all())
+        if wake and wake[0] is not None:
+            wake[0].sent_inline(self.context.channel)
+        return run_ids
+
+    def _refused(self, runs: Sequence[NewRun]) -> list[str]:
+        """After a unique index refused ``runs``: their ids if an earlier attempt wrote
+        them (read only now: the write never reads first), else who holds which key."""
+        found = self.landed(runs)
+        if found is None:
+            raise self.duplicate(runs) from None
+        self._tx.stats.count(landed=1)
+        log.info(
+            "%d run(s) were written by an earlier attempt whose commit outcome was lost: %s",
+            len(found),
+            ", ".join(found),
+        )
+        return found
 
     def _inline_notifier(self, runs: Sequence[NewRun]) -> InlineNotifier | None:
         """The notifier, when this enqueue carries its wake-up (module docstring): runs due
@@ -173,10 +219,17 @@ class Enqueue(Part):
         except UniqueViolation:
             raise self.duplicate(runs) from None
 
-    def prepare(self, runs: Sequence[NewRun]) -> EnqueueRows:
+    def prepare(
+        self, runs: Sequence[NewRun], seen: set[tuple[str, str]] | None = None
+    ) -> EnqueueRows:
         """The rows of ``runs``: everything but the writing, which may fail here (a key
-        given twice, a callable) before any transaction begins."""
-        seen: set[tuple[str, str]] = set()
+        given twice, a callable) before any transaction begins.
+
+        ``seen``: the ``(workflow, key)`` pairs of the batch's earlier chunks (a
+        streamed batch, :meth:`create_runs_streamed`), to which this chunk's are added.
+        """
+        if seen is None:
+            seen = set()
         for new in runs:
             if new.closure is not None:
                 raise TypeError("a SQL store cannot keep a Python callable (Cap.CLOSURE)")
@@ -360,6 +413,14 @@ class Enqueue(Part):
         # sent: an oversized payload refuses the whole enqueue, and nothing is written.
         # A batch goes out as few statements as the dialect makes (Dialect.batch_insert),
         # in chunks of runs where the engine pipelines (Dialect.batch_chunk).
+        self._insert_rows(cur, rows)
+        if rows.keys:
+            # Last, in name order: a key row is the last lock a transaction takes (._keys).
+            self._keys.create(cur, rows.keys)
+        return rows.run_ids
+
+    def _insert_rows(self, cur: Cursor, rows: EnqueueRows) -> None:
+        """Write the run, step and label rows of ``rows`` (not their concurrency keys)."""
         q, tx = self._q, self._tx
         insert_runs, insert_steps = (
             (q.insert_runs_keyed, q.insert_steps_keyed)
@@ -371,10 +432,6 @@ class Enqueue(Part):
             tx.insert_many(cur, insert_steps, steps)
         if rows.labels:  # a run without labels costs no statement more
             tx.insert_many(cur, q.insert_labels, rows.labels)
-        if rows.keys:
-            # Last, in name order: a key row is the last lock a transaction takes (._keys).
-            self._keys.create(cur, rows.keys)
-        return rows.run_ids
 
     def landed(self, runs: Sequence[NewRun]) -> list[str] | None:
         """The ids of ``runs`` if an earlier attempt wrote them all, None if it wrote none.

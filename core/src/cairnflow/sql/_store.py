@@ -15,7 +15,8 @@ hands the call to its part:
 
 * :mod:`._transactions`: the transaction runner, retries, error sorting;
 * :mod:`._schema`: migrations, the ledger, the schema check;
-* :mod:`._enqueue`: ``create_runs``, ``create_runs_in``; :mod:`._async_enqueue`: the
+* :mod:`._enqueue`: ``create_runs``, ``create_runs_streamed`` (the ``StreamedEnqueue``
+  facet), ``create_runs_in``; :mod:`._async_enqueue`: the
   same on an async connection;
 * :mod:`._claims`: ``claim`` (global queue limits and rate limits: :mod:`._limiters`,
   which also carries the ``RateLimiting`` facet's ``take_tokens``);
@@ -73,6 +74,7 @@ from ..store import (
     RunPage,
     RunQuery,
     RunStatistics,
+    RunStream,
     ScheduleRecord,
     ServerRecord,
     SignalResult,
@@ -362,6 +364,10 @@ class SQLStore:
     def create_runs(self, runs: Sequence[NewRun]) -> list[str]:
         """Insert every run with its steps in one transaction, or none of them."""
         return self._enqueue.create_runs(runs)
+
+    def create_runs_streamed(self, runs: RunStream) -> list[str]:
+        """:meth:`create_runs`, each chunk made as it is sent (the ``StreamedEnqueue`` facet)."""
+        return self._enqueue.create_runs_streamed(runs)
 
     def create_runs_in(self, tx: Any, runs: Sequence[NewRun]) -> list[str]:
         """Insert the runs in the application's open transaction ``tx`` (never committed here).

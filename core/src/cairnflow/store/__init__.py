@@ -10,6 +10,7 @@ from ._facets import (
     Facet,
     Journaling,
     KernelOutcomes,
+    KernelStreamedEnqueue,
     Leadership,
     Lifecycle,
     Locking,
@@ -26,6 +27,7 @@ from ._facets import (
     StepHistory,
     StoreContractError,
     StoreFacets,
+    StreamedEnqueue,
     TransactionalEnqueue,
     check_store,
     facet_of,
@@ -79,6 +81,7 @@ from ._records import (
 from ._retention import PRUNE_LOCK, ArchivePage, PruneChunk, archive_cursor, archive_position
 from ._servers import MISSED_BEATS, ServerList, ServerRecord
 from ._stats import QueueStats, RunStatistics, StatusCount, ThroughputBucket
+from ._stream import RunStream
 
 __all__ = [
     "ACTIVE",
@@ -105,6 +108,7 @@ __all__ = [
     "HeldLock",
     "Journaling",
     "KernelOutcomes",
+    "KernelStreamedEnqueue",
     "Leader",
     "Leadership",
     "Lifecycle",
@@ -131,6 +135,7 @@ __all__ = [
     "RunQuery",
     "RunStatistics",
     "RunStats",
+    "RunStream",
     "RunSummary",
     "RunTiming",
     "ScheduleRecord",
@@ -150,6 +155,7 @@ __all__ = [
     "StoreInfo",
     "StoredRun",
     "StoredStep",
+    "StreamedEnqueue",
     "Succeeded",
     "ThroughputBucket",
     "TickOutcome",

@@ -12,7 +12,8 @@ implement it.
 The engine reaches a facet through a typed reference taken once, when a client
 is built (:class:`StoreFacets`), never by looking a method up on a hot path.
 A facet that only makes the engine faster has a default built on the kernel
-(:class:`BatchOutcomes`: finish, then claim), so the engine has one code path.
+(:class:`BatchOutcomes`: finish, then claim; :class:`StreamedEnqueue`: every run
+made, then ``create_runs``), so the engine has one code path.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ._records import (
 from ._retention import ArchivePage, PruneChunk
 from ._servers import ServerRecord
 from ._stats import RunStatistics
+from ._stream import RunStream
 
 __all__ = [
     "ENGINE_ONLY",
@@ -54,6 +56,7 @@ __all__ = [
     "Facet",
     "Journaling",
     "KernelOutcomes",
+    "KernelStreamedEnqueue",
     "Leadership",
     "Lifecycle",
     "Locking",
@@ -70,6 +73,7 @@ __all__ = [
     "StepHistory",
     "StoreContractError",
     "StoreFacets",
+    "StreamedEnqueue",
     "TransactionalEnqueue",
     "check_store",
     "facet_capabilities",
@@ -100,6 +104,25 @@ class BatchOutcomes(Protocol):
         In one transaction, so the claim sees what the outcomes made ready and
         one commit both ends and starts attempts.
         """
+        ...
+
+
+@runtime_checkable
+class StreamedEnqueue(Protocol):
+    """A batch of new runs written chunk by chunk, each chunk made as it is sent.
+
+    Requirement: ``create_runs_streamed(runs)`` writes exactly what
+    :meth:`Store.create_runs` writes for ``runs.all()``, all or none, and answers a
+    batch whose ids exist as :meth:`Store.create_runs` does (the retried write of a
+    batch that landed). Making a run may raise (:class:`RunStream`): then nothing
+    of the batch is written, and the error is raised as it came. Carries no
+    capability: it lets a store whose engine pipelines send a chunk while the
+    client makes the next, and a store without it gets
+    :class:`KernelStreamedEnqueue`.
+    """
+
+    def create_runs_streamed(self, runs: RunStream) -> list[str]:
+        """Create every run of ``runs`` with its steps in one transaction; return their ids."""
         ...
 
 
@@ -740,6 +763,7 @@ KERNEL = Facet(
 FACETS: tuple[Facet, ...] = (
     KERNEL,
     Facet("batch outcomes", BatchOutcomes, ("finish_many", "finish_and_claim"), frozenset()),
+    Facet("streamed enqueue", StreamedEnqueue, ("create_runs_streamed",), frozenset()),
     Facet(
         "transactional enqueue",
         TransactionalEnqueue,
@@ -918,6 +942,17 @@ class KernelOutcomes:
         return results, (self._store.claim(claim) if claim is not None else [])
 
 
+class KernelStreamedEnqueue:
+    """:class:`StreamedEnqueue` for a store without it: every run made, then ``create_runs``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def create_runs_streamed(self, runs: RunStream) -> list[str]:
+        """:meth:`Store.create_runs` of ``runs.all()`` (an error making a run: no call)."""
+        return self._store.create_runs(runs.all())
+
+
 @dataclass(frozen=True, slots=True)
 class StoreFacets:
     """Typed references to a store's facets, taken once (:meth:`of`)."""
@@ -925,6 +960,8 @@ class StoreFacets:
     store: Store
     outcomes: BatchOutcomes
     """The store's own batch writes, or :class:`KernelOutcomes` over it."""
+    enqueue: StreamedEnqueue
+    """The store's own streamed batch enqueue, or :class:`KernelStreamedEnqueue` over it."""
     transactional: TransactionalEnqueue | None
     clock: ServerClock | None
     schedules: Schedules | None
@@ -955,6 +992,7 @@ class StoreFacets:
         return cls(
             store=store,
             outcomes=store if isinstance(store, BatchOutcomes) else KernelOutcomes(store),
+            enqueue=(store if isinstance(store, StreamedEnqueue) else KernelStreamedEnqueue(store)),
             transactional=(
                 store
                 if Cap.TRANSACTIONAL_ENQUEUE in caps and isinstance(store, TransactionalEnqueue)
