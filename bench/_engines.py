@@ -61,6 +61,14 @@ def load(name: str, workdir: Path) -> Engine | str:
     return f"unknown engine {name!r}"
 
 
+def load_or_exit(name: str, workdir: Path) -> Engine:
+    """The engine ``name``, or the process exits naming why it cannot be had (a script's use)."""
+    engine = load(name, workdir)
+    if isinstance(engine, str):
+        raise SystemExit(engine)
+    return engine
+
+
 def _sqlite(workdir: Path) -> Engine | str:
     if importlib.util.find_spec("cairnflow_sqlite") is None:
         return "cairnflow-sqlite is not installed"

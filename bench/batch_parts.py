@@ -86,9 +86,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=60, help="batches of each variant")
     parser.add_argument("--batch", type=int, default=500, help="runs a batch")
     args = parser.parse_args()
-    engine = _engines.load("postgres", Path(tempfile.gettempdir()))
-    if isinstance(engine, str):
-        sys.exit(engine)
+    engine = _engines.load_or_exit("postgres", Path(tempfile.gettempdir()))
     url = engine.url
     made: list[str] = []
     full_prefix, full = _store(url, made)

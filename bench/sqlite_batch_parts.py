@@ -79,9 +79,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12, help="rounds of every variant")
     parser.add_argument("--batch", type=int, default=1000, help="runs a batch")
     args = parser.parse_args()
-    engine = _engines.load("sqlite", Path(tempfile.mkdtemp()))
-    if isinstance(engine, str):
-        sys.exit(engine)
+    engine = _engines.load_or_exit("sqlite", Path(tempfile.mkdtemp()))
     raw = Baseline(engine, "rawq_")
     schema, lean = Variant(engine, "a_", ()), Variant(engine, "b_", LISTINGS)
     jobs = [cf.Job("noop", {"n": i}) for i in range(args.batch)]

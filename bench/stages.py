@@ -141,9 +141,7 @@ def main() -> None:
     if args.worker:
         worker(*args.worker)
         return
-    engine = _engines.load("postgres", HERE)
-    if isinstance(engine, str):
-        raise SystemExit(engine)
+    engine = _engines.load_or_exit("postgres", HERE)
     url, prefix = engine.url, _engines.prefix()
     store = engine.make_store(prefix)
     store.migrate()
