@@ -242,7 +242,7 @@ class RedisNotifier:
                     return
                 continue
             client = self._client()
-            pubsub = client.pubsub(ignore_subscribe_messages=False)  # type: ignore[no-untyped-call]
+            pubsub = client.pubsub(ignore_subscribe_messages=False)  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis 8.2
             try:
                 self._serve(pubsub)
             except Exception as error:  # noqa: BLE001 - any failure: reconnect, keep polling
