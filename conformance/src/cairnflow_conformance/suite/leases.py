@@ -445,23 +445,30 @@ class ProgressTests:
         def work(ctx: cf.StepContext, data: Any) -> str:
             if ctx.attempt > 1:
                 return "retaken"
-            ctx.progress(1)
-            store.reclaim_expired(
-                lease_now=time.time_ns() + 10**12,
-                now=time.time_ns(),
-                workflows={"kit-progress-lost"},
-                max_reclaims=9,
-                limit=9,
-            )
-            with pytest.raises(cf.LeaseLost):
-                ctx.progress(2)
-            raw = cairnflow_kit.stored_step(ctx.run_id, "work").progress
-            seen.append(None if raw is None else cairnflow_kit.codec.decode(raw))
-            return "kept a lease it had lost"
+            try:
+                ctx.progress(1)
+                store.reclaim_expired(
+                    lease_now=time.time_ns() + 10**12,
+                    now=time.time_ns(),
+                    workflows={"kit-progress-lost"},
+                    max_reclaims=9,
+                    limit=9,
+                )
+                with pytest.raises(cf.LeaseLost):
+                    ctx.progress(2)
+                raw = cairnflow_kit.stored_step(ctx.run_id, "work").progress
+                seen.append(None if raw is None else cairnflow_kit.codec.decode(raw))
+                return "kept a lease it had lost"
+            finally:
+                first_ended.set()
 
+        # The retaken attempt may end the run while the first one still runs (a notifier
+        # wakes the client as soon as the lease is taken back): wait for the first one too.
+        first_ended = threading.Event()
         client = cairnflow_kit.client(wf, lease=30)
         ref = client.enqueue("kit-progress-lost")
         info = client.wait(ref, timeout=TIMEOUT)
+        assert first_ended.wait(TIMEOUT), "the first attempt never ended"
         assert seen == [1], "progress written after the lease was lost"
         assert info.steps["work"].attempts == 2
         assert cairnflow_kit.stored_output(ref, "work") == "retaken"
