@@ -331,7 +331,7 @@ class Dialect:
         """Turn portable SQL with ``?`` placeholders into this driver's paramstyle."""
         if self.paramstyle == "qmark":
             return text
-        return text.replace("%", "%%").replace("?", "%s")
+        return _in_format_style(text)
 
     def transaction_scope(self, *, write: bool) -> contextlib.AbstractContextManager[object]:
         """Held around a whole transaction, from begin to commit (default: nothing).
@@ -608,3 +608,13 @@ class Dialect:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_format_style(text: str) -> str:
+    """``text`` with ``?`` placeholders as ``%s`` (and ``%`` doubled), each text turned once.
+
+    The statements are a few hundred texts, turned at every execution before: two passes
+    over a claim's 1,500 characters at each claim (Postgres, MySQL).
+    """
+    return text.replace("%", "%%").replace("?", "%s")

@@ -35,6 +35,9 @@ from ._dialect import BatchInsert, Cursor, Dialect
 
 __all__ = ["check_statement", "fitting_rows"]
 
+_SIZED = (bytes, bytearray, str)
+"""The values counted by their length (the others, numbers and NULL, by :data:`_QUOTING`)."""
+
 _QUOTING = 32
 """The most any one value adds as sent beyond its bytes times the expansion: quotes, a
 prefix (``_binary``, ``X``), the digits of an integer, ``NULL``."""
@@ -49,15 +52,13 @@ def check_statement(dialect: Dialect, cursor: Cursor, sql: str, params: Sequence
     limit = dialect.statement_limit
     if limit is None:
         return
-    total = len(sql)
-    largest = 0
-    for value in params:
-        if isinstance(value, bytes | bytearray | str):
-            length = len(value)
-            total += length
-            largest = max(largest, length)
-    if total * limit.expansion + _QUOTING * len(params) <= limit.size:
+    # Called for every statement that carries a value: the lengths in one comprehension.
+    # A union of types and a max() per value were 9% of a one-run enqueue's instructions
+    # on Postgres (628,000 -> 571,000 a call, callgrind, 2026-12-04, #20).
+    lengths = [len(value) for value in params if isinstance(value, _SIZED)]
+    if (len(sql) + sum(lengths)) * limit.expansion + _QUOTING * len(params) <= limit.size:
         return
+    largest = max(lengths, default=0)
     if largest > limit.size:
         raise PayloadTooLarge(
             largest, limit.size, "a value sent in one statement", limit_name=limit.setting

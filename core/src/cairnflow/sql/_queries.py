@@ -116,6 +116,7 @@ class Queries:
         self._room_limit = r(s.ROOM_LIMIT)
         self._update_returning = r(s.UPDATE_RETURNING)
         self._update_returning_runs = r(s.UPDATE_RETURNING_RUNS)
+        self._claims_made: dict[tuple[int, bool], tuple[str, str, str]] = {}
         self._mark_claimed = r(s.MARK_CLAIMED)
         self._mark_claimed_returning_runs = r(s.MARK_CLAIMED_RETURNING_RUNS)
         self._claimed_rows = r(s.CLAIMED_ROWS)
@@ -264,14 +265,14 @@ class Queries:
         takes at most that limit minus the queue's running steps, counted by the
         claim statement itself (its limiter row locked by an earlier statement).
         """
-        workflow_marks = marks(len(workflows))
         if global_limit is None:
-            ready = self._ready.format(workflows=workflow_marks, limit="?")
-            ready_params = (*self.ready_params(queue, workflows), limit)
+            ready_params: tuple[Any, ...] = (*self.ready_params(queue, workflows), limit)
         else:
-            ready = self._ready.format(workflows=workflow_marks, limit=self._room_limit)
             room = (queue, limit, global_limit, queue)
             ready_params = (*self.ready_params(queue, workflows), *room)
+        ready, update_returning, update_returning_runs = self._claim_texts(
+            len(workflows), limited=global_limit is not None
+        )
 
         def mark_claimed(ids: Sequence[str]) -> Statement:
             return self._mark_claimed.format(ids=marks(len(ids))), (*claimed, *ids)
@@ -287,20 +288,31 @@ class Queries:
             return self._claimed_rows_runs.format(ids=marks(len(ids))), tuple(ids)
 
         return ClaimPlan(
-            update_returning=(
-                self._update_returning.format(ready=ready),
-                (*claimed, *ready_params),
-            ),
-            update_returning_runs=(
-                self._update_returning_runs.format(ready=ready),
-                (*claimed, *ready_params),
-            ),
+            update_returning=(update_returning, (*claimed, *ready_params)),
+            update_returning_runs=(update_returning_runs, (*claimed, *ready_params)),
             select_ready=(ready + self.dialect.skip_locked, ready_params),
             mark_claimed=mark_claimed,
             mark_claimed_returning_runs=mark_claimed_returning_runs,
             claimed_rows=claimed_rows,
             claimed_rows_runs=claimed_rows_runs,
         )
+
+    def _claim_texts(self, workflows: int, *, limited: bool) -> tuple[str, str, str]:
+        """The claim's ready query and its two ``UPDATE``s for ``workflows`` workflows,
+        made once (they were formatted at every claim, three texts of about 1,500 characters)."""
+        found = self._claims_made.get((workflows, limited))
+        if found is None:
+            limit = self._room_limit if limited else "?"
+            ready = self._ready.format(workflows=marks(workflows), limit=limit)
+            found = (
+                ready,
+                self._update_returning.format(ready=ready),
+                self._update_returning_runs.format(ready=ready),
+            )
+            if len(self._claims_made) >= 64:  # a client's workflows change rarely
+                self._claims_made.clear()
+            self._claims_made[workflows, limited] = found
+        return found
 
     def ready_keyed(self, *, workflows: Sequence[str], queue: str, limit: int) -> Statement:
         """A keyed claim's candidates in one queue, without a lock clause (the dialect adds it)."""

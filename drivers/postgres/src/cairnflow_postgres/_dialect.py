@@ -374,11 +374,12 @@ class PostgresDialect(Dialect):
         trip; psycopg's own transaction took three (its BEGIN and a sync, the
         statements, its COMMIT and the pipeline's closing sync).
         """
-        self.begin(cursor, write=write)
         conn = _connection(cursor)
         key = id(conn)
         if _own_kind(conn):
-            self._lazy.add(key)
+            self._lazy.add(key)  # begin() would send nothing on it
+        else:
+            self.begin(cursor, write=write)
         try:
             yield
         finally:
@@ -445,14 +446,17 @@ class PostgresDialect(Dialect):
         takes the transaction, as in :meth:`transaction`.
         """
         conn = _connection(cursor)
-        if not _own_kind(conn):
+        key = id(conn)
+        # At the start of a transaction span on a connection of the store's own kind, with
+        # nothing sent in it since (as claims_alone; the span's end leaves autocommit).
+        if key not in self._lazy or conn.pgconn.transaction_status != TransactionStatus.IDLE:
             return False
+        self._lazy.discard(key)
         conn.autocommit = True
-        try:
-            commit.sending()
-            cursor.execute(*statement)
-        finally:
-            _leave_autocommit(conn)
+        self._statements.add(key)
+        commit.sending()
+        cursor.execute(*statement)
+        commit.sent()  # committed with its reply: the runner has no COMMIT to send
         return True
 
     def batch_insert(self, insert: BatchInsert, rows: Sequence[Sequence[Any]]) -> Statement:
@@ -511,7 +515,13 @@ class PostgresDialect(Dialect):
         """True on a connection of the store's claims pool (its session has the claim's
         settings, :func:`plan_for_claims`) at the start of a :meth:`transaction` span."""
         conn = _connection(cursor)
-        return id(conn) in self._lazy and conn in _planned and _own_kind(conn)
+        # In _lazy: of the store's own kind when the span began (_own_kind); still idle:
+        # nothing was sent since.
+        return (
+            id(conn) in self._lazy
+            and conn in _planned
+            and conn.pgconn.transaction_status == TransactionStatus.IDLE
+        )
 
     def claim_alone(self, cursor: Cursor, commit: Commit, plan: ClaimPlan) -> list[ClaimedRow]:
         """The claim's ``UPDATE`` in autocommit: its own transaction, one message (Bind,
