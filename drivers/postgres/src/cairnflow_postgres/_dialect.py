@@ -388,6 +388,19 @@ class PostgresDialect(Dialect):
                 self._statements.discard(key)
                 _leave_autocommit(conn)
 
+    def _at_span_start(self, conn: psycopg.Connection[Any]) -> bool:
+        """True at the start of a :meth:`transaction` span on a connection of the store's
+        own kind (marked when the span began, :func:`_own_kind`) with nothing sent since."""
+        return id(conn) in self._lazy and conn.pgconn.transaction_status == TransactionStatus.IDLE
+
+    def _in_statements(self, conn: psycopg.Connection[Any]) -> None:
+        """Send the rest of the span as statements in autocommit; the span's end takes the
+        connection out of it (:func:`_leave_autocommit`)."""
+        key = id(conn)
+        self._lazy.discard(key)
+        conn.autocommit = True
+        self._statements.add(key)
+
     @contextlib.contextmanager
     def pipeline(self, cursor: Cursor) -> Iterator[Callable[[], Cursor]]:
         """psycopg's pipeline mode: statements go out without waiting for each result.
@@ -405,14 +418,13 @@ class PostgresDialect(Dialect):
             return
         key = id(conn)
         if key in self._lazy:
-            self._lazy.discard(key)  # this pipeline or a statement before it opens the span
-            if _own_kind(conn):
-                conn.autocommit = True
-                self._statements.add(key)  # taken out of autocommit when the span ends
+            if _own_kind(conn):  # nothing sent before it in the span: this pipeline opens it
+                self._in_statements(conn)
                 with conn.pipeline():
                     conn.cursor().execute(PIPELINED_BEGIN)
                     yield conn.cursor
                 return
+            self._lazy.discard(key)  # a statement before it opened the span
         with conn.pipeline():
             yield conn.cursor
 
@@ -446,14 +458,9 @@ class PostgresDialect(Dialect):
         takes the transaction, as in :meth:`transaction`.
         """
         conn = _connection(cursor)
-        key = id(conn)
-        # At the start of a transaction span on a connection of the store's own kind, with
-        # nothing sent in it since (as claims_alone; the span's end leaves autocommit).
-        if key not in self._lazy or conn.pgconn.transaction_status != TransactionStatus.IDLE:
+        if not self._at_span_start(conn):
             return False
-        self._lazy.discard(key)
-        conn.autocommit = True
-        self._statements.add(key)
+        self._in_statements(conn)
         commit.sending()
         cursor.execute(*statement)
         commit.sent()  # committed with its reply: the runner has no COMMIT to send
@@ -515,13 +522,7 @@ class PostgresDialect(Dialect):
         """True on a connection of the store's claims pool (its session has the claim's
         settings, :func:`plan_for_claims`) at the start of a :meth:`transaction` span."""
         conn = _connection(cursor)
-        # In _lazy: of the store's own kind when the span began (_own_kind); still idle:
-        # nothing was sent since.
-        return (
-            id(conn) in self._lazy
-            and conn in _planned
-            and conn.pgconn.transaction_status == TransactionStatus.IDLE
-        )
+        return conn in _planned and self._at_span_start(conn)
 
     def claim_alone(self, cursor: Cursor, commit: Commit, plan: ClaimPlan) -> list[ClaimedRow]:
         """The claim's ``UPDATE`` in autocommit: its own transaction, one message (Bind,
@@ -535,11 +536,7 @@ class PostgresDialect(Dialect):
         of steps with parents) reads outside any transaction, as after a
         pipeline's COMMIT; the span's end takes the connection out of autocommit.
         """
-        conn = _connection(cursor)
-        key = id(conn)
-        self._lazy.discard(key)
-        conn.autocommit = True
-        self._statements.add(key)  # taken out of autocommit when the span ends
+        self._in_statements(_connection(cursor))
         commit.sending()
         sql, params = plan.update_returning_runs
         cursor.execute(self.sql(sql), params)
