@@ -20,6 +20,7 @@ __all__ = [
     "ErrorInfo",
     "Job",
     "LifecycleEvent",
+    "LifecycleSubscription",
     "RunError",
     "RunFailure",
     "RunInfo",
@@ -263,6 +264,37 @@ class LifecycleEvent:
     def at(self) -> datetime:
         """When it was recorded (UTC)."""
         return from_ns(self.at_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleSubscription:
+    """A durable subscription to the lifecycle outbox, as the store records it (``Cap.LIFECYCLE``).
+
+    ``channel`` is :data:`LIFECYCLE_EVENTS` (``Client.on_event``) or
+    :data:`LIFECYCLE_FAILURES` (``on_failure`` handlers); ``workflow`` the workflow it
+    covers, :data:`LIFECYCLE_ALL` (``""``) for every one. ``since_ns``: when it was
+    first recorded. ``backlog``: the rows of its channel it covers not yet acknowledged
+    (those of its workflow, or every row of the channel for ``""``; a row under a lease
+    counts until its client acknowledges it), and ``oldest_ns`` when the oldest of them
+    was recorded (None: no backlog). A backlog that only grows is a subscription no
+    running client serves: ``Client.drop_lifecycle_subscription`` ends it.
+    """
+
+    channel: str
+    workflow: str
+    since_ns: int
+    backlog: int
+    oldest_ns: int | None
+
+    @property
+    def since(self) -> datetime:
+        """When the subscription was first recorded (UTC)."""
+        return from_ns(self.since_ns)
+
+    @property
+    def oldest(self) -> datetime | None:
+        """When the oldest row of the backlog was recorded (UTC; None: no backlog)."""
+        return None if self.oldest_ns is None else from_ns(self.oldest_ns)
 
 
 @dataclass(frozen=True, slots=True)

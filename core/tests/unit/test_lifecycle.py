@@ -85,6 +85,25 @@ def test_a_store_without_lifecycle_refuses_on_event_and_on_failure() -> None:
     with pytest.raises(cf.Unsupported, match="LIFECYCLE"):
         client.start()
     assert not client.running
+    with pytest.raises(cf.Unsupported, match="LIFECYCLE"):
+        client.lifecycle_subscriptions()
+    with pytest.raises(cf.Unsupported, match="LIFECYCLE"):
+        client.drop_lifecycle_subscription("events", "w")
+    assert store.lifecycle_subscriptions() == []  # nothing was recorded
+
+
+def test_drop_lifecycle_subscription_checks_its_arguments_before_the_store() -> None:
+    store = cf.open_store("memory://")
+    assert isinstance(store, cf.store.Lifecycle)
+    store.subscribe_lifecycle("events", "w", 5)
+    client = cf.Client(store)
+    with pytest.raises(ValueError, match="'events' or 'on_failure', got 'Events'"):
+        client.drop_lifecycle_subscription("Events", "w")
+    with pytest.raises(cf.InvalidName):
+        client.drop_lifecycle_subscription("events", "")  # every workflow is spelled None
+    assert [(s.channel, s.workflow, s.since_ns) for s in client.lifecycle_subscriptions()] == [
+        ("events", "w", 5)
+    ]
 
 
 def test_a_subscriber_wants_its_kinds_and_workflows() -> None:

@@ -51,6 +51,7 @@ MIGRATIONS = [
     "022_tenant",
     "023_runs_finished",
     "024_lifecycle_run_probe",
+    "025_lifecycle_run_once",
 ]
 
 

@@ -554,3 +554,44 @@ def test_a_signal_is_sent_from_the_command_line_and_its_outcome_is_told(tmp_path
         store.close()
     assert info.status is cf.Status.SUCCEEDED
     assert info.steps["approval"].output == {"by": "ops"}
+
+
+def test_lifecycle_lists_the_subscriptions_and_drops_one(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    store = cf.open_store(url)
+    store.migrate()
+    assert isinstance(store, cf.store.Lifecycle)
+    store.subscribe_lifecycle("events", "", 1_000)
+    store.subscribe_lifecycle("on_failure", "cli-echo", 2_000)
+    store.close()
+    listed = cairn("lifecycle", url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line) for line in listed.stdout.splitlines()] == [
+        {"channel": "events", "workflow": None, "since_ns": 1_000, "backlog": 0, "oldest_ns": None},
+        {
+            "channel": "on_failure",
+            "workflow": "cli-echo",
+            "since_ns": 2_000,
+            "backlog": 0,
+            "oldest_ns": None,
+        },
+    ]
+    table = cairn("lifecycle", "list", url, columns=120)
+    assert table.returncode == 0, table.stderr
+    assert "(every workflow)" in table.stdout
+    assert "cli-echo" in table.stdout
+    dropped = cairn("lifecycle", "drop", url, "events")
+    assert dropped.returncode == 0, dropped.stderr
+    assert "dropped the subscription events of every workflow" in dropped.stdout
+    again = cairn("lifecycle", "drop", url, "events")
+    assert again.returncode == 1
+    assert "no lifecycle subscription events of every workflow" in again.stderr
+    wrong = cairn("lifecycle", "drop", url, "event", "cli-echo")
+    assert wrong.returncode == 2
+    assert "'event' is not one of 'events', 'on_failure'" in wrong.stderr
+    store = cf.open_store(url)
+    try:
+        remaining = cf.Client(store).lifecycle_subscriptions()
+    finally:
+        store.close()
+    assert [(sub.channel, sub.workflow) for sub in remaining] == [("on_failure", "cli-echo")]

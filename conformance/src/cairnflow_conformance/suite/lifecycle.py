@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 import cairnflow as cf
 from cairnflow import Cap, ErrorInfo
 from cairnflow.store import Failed, Lifecycle, Succeeded
@@ -385,6 +387,66 @@ class LifecycleTests:
         kinds = [e.kind for e in claim("kit-four", now + 3_000)]
         assert kinds == ["step.succeeded", "run.succeeded"]
         assert outbox.unsubscribe_lifecycle("events", "kit-life-spi") == 2
+
+    @proves(Cap.LIFECYCLE)
+    def test_subscriptions_are_listed_with_their_backlog_and_dropped_alone(
+        self, cairnflow_kit: Kit
+    ) -> None:
+        # The operator's view (cairn lifecycle): every recorded subscription with the rows it
+        # covers, leased ones included until acknowledged; dropping one deletes only the rows
+        # no other subscription of its channel wants, and a client never started does it.
+        store = cairnflow_kit.store
+        outbox = _outbox(cairnflow_kit)
+        good, bad = "kit-life-subs-a", "kit-life-subs-b"
+        since = time.time_ns()
+        outbox.subscribe_lifecycle("events", good, since)
+        outbox.subscribe_lifecycle("events", "", since)
+        outbox.subscribe_lifecycle("on_failure", bad, since)
+        client = cairnflow_kit.client(
+            cf.Workflow(good, steps=[cf.Step("a", lambda c, d: d)]),
+            cf.Workflow(bad, steps=[cf.Step("a", lambda c, d: d)]),
+            start=False,
+        )
+        client.enqueue(good)
+        client.enqueue(bad)
+        now = time.time_ns()
+        (won,) = claim_all(store, good)
+        assert store.finish(won.token, Succeeded(b"null"), now).applied
+        (lost,) = claim_all(store, bad)
+        error = ErrorInfo(type="RuntimeError", message="kit", step="a", attempt=1)
+        assert store.finish(lost.token, Failed(error), now).applied
+        # Each run wrote run.started, step.started, its step's end and its run's end on the
+        # events channel (once, though two subscriptions cover the first); the failed one a
+        # run.failed on on_failure.
+        holder = "kit-subs"
+        leased = outbox.claim_lifecycle(
+            "events", [good], token=holder, lease_until=now + 60 * 10**9, now=now, limit=2
+        )
+        assert len(leased) == 2
+
+        def listed() -> list[tuple[str, str, int]]:
+            subs = client.lifecycle_subscriptions()
+            for sub in subs:
+                assert sub.since_ns == since, sub
+                assert (sub.oldest_ns is None) == (sub.backlog == 0), sub
+            return [(sub.channel, sub.workflow, sub.backlog) for sub in subs]
+
+        assert listed() == [("events", "", 8), ("events", good, 4), ("on_failure", bad, 1)]
+        # The subscription to every workflow still wants the dropped one's rows.
+        assert client.drop_lifecycle_subscription("events", good) == 0
+        assert listed() == [("events", "", 8), ("on_failure", bad, 1)]
+        outbox.subscribe_lifecycle("events", good, since)
+        # Dropping the one to every workflow keeps the rows a workflow's own still wants.
+        assert client.drop_lifecycle_subscription("events") == 4
+        assert listed() == [("events", good, 4), ("on_failure", bad, 1)]
+        assert client.drop_lifecycle_subscription("events", "kit-life-subs-none") is None
+        with pytest.raises(ValueError, match="lifecycle channel"):
+            client.drop_lifecycle_subscription("event", good)
+        assert listed() == [("events", good, 4), ("on_failure", bad, 1)]
+        assert client.drop_lifecycle_subscription("on_failure", bad) == 1
+        assert client.drop_lifecycle_subscription("events", good) == 4
+        assert listed() == []
+        assert outbox.ack_lifecycle([e.id for e in leased], holder) == 0
 
 
 def _fails(ctx: cf.StepContext, data: Any) -> None:

@@ -1,9 +1,11 @@
-"""The lifecycle API of :class:`~cairnflow.Client`: ``on_event`` (``Cap.LIFECYCLE``).
+"""The lifecycle API of :class:`~cairnflow.Client`: ``on_event`` and the operator's view of
+the store's durable subscriptions (``Cap.LIFECYCLE``).
 
 A mixin of its own, as the schedule and queue methods are. The events come from
 the store's outbox through the client's :class:`~._lifecycle.LifecycleDispatcher`
 (docs/lifecycle.md), started with the client when it has subscribers or a
-registered workflow with an ``on_failure`` handler.
+registered workflow with an ``on_failure`` handler. ``lifecycle_subscriptions`` and
+``drop_lifecycle_subscription`` work from a client never started (``cairn lifecycle``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._caps import Cap
-from .._models import LIFECYCLE_KINDS, LifecycleEvent
+from .._models import (
+    LIFECYCLE_ALL,
+    LIFECYCLE_EVENTS,
+    LIFECYCLE_FAILURES,
+    LIFECYCLE_KINDS,
+    LifecycleEvent,
+    LifecycleSubscription,
+)
 from .._names import check_name
-from ..store import StoredRun
+from ..store import Lifecycle, StoredRun
 from ._lifecycle import LifecycleDispatcher, Subscriber
 from ._state import EngineState
 
@@ -23,7 +32,7 @@ __all__ = ["LifecycleMethods"]
 
 
 class LifecycleMethods:
-    """``on_event``, and starting the lifecycle dispatcher."""
+    """``on_event``, starting the lifecycle dispatcher, and the store's subscriptions."""
 
     _state: EngineState
     _lifecycle: threading.Lock
@@ -75,6 +84,44 @@ class LifecycleMethods:
                 self._events.add(subscriber)
             elif self._started and not self._stopped:
                 self._start_events()
+
+    def lifecycle_subscriptions(self) -> list[LifecycleSubscription]:
+        """Every durable subscription the store records, with its backlog (``Cap.LIFECYCLE``).
+
+        A client records its subscriptions when it starts, and they outlive it:
+        events keep being written for them while no client runs
+        (docs/lifecycle.md). One whose backlog only grows is served by no
+        running client; :meth:`drop_lifecycle_subscription` ends it.
+        """
+        return self._lifecycle_facet("lifecycle_subscriptions()").lifecycle_subscriptions()
+
+    def drop_lifecycle_subscription(self, channel: str, workflow: str | None = None) -> int | None:
+        """End the subscription of ``channel`` to ``workflow`` (None: the one to every workflow).
+
+        ``channel`` is ``"events"`` (``on_event``) or ``"on_failure"`` (``on_failure``
+        handlers). Its undelivered rows that no other subscription covers are
+        deleted; returns how many, or None when no such subscription is recorded
+        (nothing is changed). A running client that wants it records it again
+        only when it next starts: until then no new events of it are written.
+        """
+        if channel not in (LIFECYCLE_EVENTS, LIFECYCLE_FAILURES):
+            raise ValueError(
+                f"a lifecycle channel is {LIFECYCLE_EVENTS!r} or {LIFECYCLE_FAILURES!r}, "
+                f"got {channel!r}"
+            )
+        name = LIFECYCLE_ALL if workflow is None else check_name("workflow", workflow)
+        outbox = self._lifecycle_facet("drop_lifecycle_subscription()")
+        recorded = {(sub.channel, sub.workflow) for sub in outbox.lifecycle_subscriptions()}
+        if (channel, name) not in recorded:
+            return None
+        return outbox.unsubscribe_lifecycle(channel, name)
+
+    def _lifecycle_facet(self, what: str) -> Lifecycle:
+        state = self._state
+        state.require(Cap.LIFECYCLE, what)
+        outbox = state.facets.lifecycle
+        assert outbox is not None  # declared (required above), so check_store made sure
+        return outbox
 
     def _start_events(self) -> None:
         """Start delivering lifecycle events and running on_failure handlers, when wanted."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
-from .._models import LifecycleEvent
+from .._models import LifecycleEvent, LifecycleSubscription
 from . import _statements as s
 from ._dialect import Cursor
 from ._parts import Context, Part, chunks
@@ -42,10 +42,25 @@ FIND_SUBSCRIPTION = "SELECT 1 FROM {lifecycle_subs} WHERE channel = ? AND workfl
 INSERT_SUBSCRIPTION = """
             INSERT INTO {lifecycle_subs} (channel, workflow, since) VALUES (?, ?, ?)"""
 DELETE_SUBSCRIPTION = "DELETE FROM {lifecycle_subs} WHERE channel = ? AND workflow = ?"
+SUBSCRIPTIONS = """
+            SELECT s.channel, s.workflow, s.since, COUNT(l.id), MIN(l.at)
+            FROM {lifecycle_subs} s
+            LEFT JOIN {lifecycle} l
+                ON l.channel = s.channel AND (s.workflow = '' OR l.workflow = s.workflow)
+            GROUP BY s.channel, s.workflow, s.since
+            ORDER BY s.channel, s.workflow"""
+"""Every subscription with the rows it covers (an operator's read: it counts them, through
+the channel's index, so its cost grows with the backlog it reports)."""
 SUBSCRIBED_CHANNELS = "SELECT DISTINCT channel FROM {lifecycle_subs}"
 """The channels with a subscription: which lifecycle triggers a switching dialect keeps."""
-DELETE_CHANNEL_EVENTS = "DELETE FROM {lifecycle} WHERE channel = ? AND workflow = ?"
-DELETE_CHANNEL_ALL_EVENTS = "DELETE FROM {lifecycle} WHERE channel = ?"
+DELETE_CHANNEL_EVENTS = """
+            DELETE FROM {lifecycle} WHERE channel = ? AND workflow = ?
+            AND NOT EXISTS (SELECT 1 FROM {lifecycle_subs} WHERE channel = ? AND workflow = '')"""
+"""A dropped subscription's rows, unless the channel's subscription to every workflow wants them."""
+DELETE_CHANNEL_ALL_EVENTS = """
+            DELETE FROM {lifecycle} WHERE channel = ?
+            AND workflow NOT IN (SELECT workflow FROM {lifecycle_subs} WHERE channel = ?)"""
+"""The rows of a dropped subscription to every workflow, but those a workflow's own still wants."""
 FREE_EVENTS = """
             SELECT id FROM {lifecycle}
             WHERE channel = ? AND (lease_until IS NULL OR lease_until < ?){workflows}
@@ -60,6 +75,26 @@ HELD_EVENTS = "SELECT id FROM {lifecycle} WHERE token = ? AND id IN ({ids})"
 RELEASE_EVENT = """
             UPDATE {lifecycle} SET token = NULL, lease_until = ? WHERE id = ? AND token = ?"""
 ACK_EVENTS = "DELETE FROM {lifecycle} WHERE token = ? AND id IN ({ids})"
+
+
+class SubscriptionRow(NamedTuple):
+    """One row of ``SUBSCRIPTIONS``."""
+
+    channel: str
+    workflow: str
+    since: int
+    backlog: int
+    oldest: int | None
+
+    def record(self) -> LifecycleSubscription:
+        """The subscription as the facet returns it."""
+        return LifecycleSubscription(
+            channel=to_text(self.channel),
+            workflow=to_text(self.workflow),
+            since_ns=int(self.since),
+            backlog=int(self.backlog),
+            oldest_ns=None if self.oldest is None else int(self.oldest),
+        )
 
 
 class LifecycleRow(NamedTuple):
@@ -111,6 +146,7 @@ class LifecycleOutbox(Part):
         self._subscribe = s.render(INSERT_SUBSCRIPTION, values)
         self._unsubscribe = s.render(DELETE_SUBSCRIPTION, values)
         self._channels = s.render(SUBSCRIBED_CHANNELS, values)
+        self._subscriptions = s.render(SUBSCRIPTIONS, values)
         self._tables = values
         self._drop_events = s.render(DELETE_CHANNEL_EVENTS, values)
         self._drop_all_events = s.render(DELETE_CHANNEL_ALL_EVENTS, values)
@@ -135,16 +171,28 @@ class LifecycleOutbox(Part):
         self._tx.upsert(work)
 
     def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
-        """Drop a subscription and its undelivered rows; how many rows went."""
+        """Drop a subscription and its undelivered rows no other subscription covers; how many
+        rows went."""
 
         def work(cur: Cursor) -> int:
             if self._execute(cur, self._unsubscribe, (channel, workflow)).rowcount:
                 self._switch(cur)
             if workflow == "":
-                return int(self._execute(cur, self._drop_all_events, (channel,)).rowcount)
-            return int(self._execute(cur, self._drop_events, (channel, workflow)).rowcount)
+                dropped = self._execute(cur, self._drop_all_events, (channel, channel))
+            else:
+                dropped = self._execute(cur, self._drop_events, (channel, workflow, channel))
+            return int(dropped.rowcount)
 
         return self._tx.run(work)
+
+    def lifecycle_subscriptions(self) -> list[LifecycleSubscription]:
+        """Every subscription, by channel then workflow, with the backlog each covers."""
+
+        def work(cur: Cursor) -> list[LifecycleSubscription]:
+            rows = self._execute(cur, self._subscriptions).fetchall()
+            return [SubscriptionRow(*row).record() for row in rows]
+
+        return self._tx.read(work)
 
     def switch_lifecycle(self) -> None:
         """Make a switching dialect's triggers match the subscriptions (after ``migrate``:

@@ -49,7 +49,7 @@ from typing import Any
 
 from .._caps import Cap
 from .._checks import check_int
-from .._models import ErrorInfo, LifecycleEvent, RunError, StepEvent
+from .._models import ErrorInfo, LifecycleEvent, LifecycleSubscription, RunError, StepEvent
 from .._rates import Rate, RateTake
 from .._version import SPI_VERSION
 from ..notify import ClosableNotifier, Notifier, reaches_other_processes
@@ -670,6 +670,10 @@ class SQLStore:
     def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
         """Drop a subscription and its undelivered rows; how many rows went."""
         return self._lifecycle.unsubscribe_lifecycle(channel, workflow)
+
+    def lifecycle_subscriptions(self) -> list[LifecycleSubscription]:
+        """Every subscription, by channel then workflow, with the backlog each covers."""
+        return self._lifecycle.lifecycle_subscriptions()
 
     def claim_lifecycle(
         self,

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._caps import Cap
 from .._errors import CairnError, ErrorInfo
-from .._models import LifecycleEvent, RunError, StepEvent
+from .._models import LifecycleEvent, LifecycleSubscription, RunError, StepEvent
 from .._rates import Rate, RateTake
 from ._protocol import Store
 from ._records import (
@@ -524,7 +524,9 @@ class Lifecycle(Protocol):
     ``release_lifecycle`` and ``ack_lifecycle`` change only rows ``token`` still holds
     (fenced): the first extends them and returns the ids still held, the second hands
     one back to be claimed again from ``due_at`` (lease clock), the third deletes them
-    and returns how many went.
+    and returns how many went. ``lifecycle_subscriptions`` lists every recorded
+    subscription by channel then workflow, each with the rows it covers not yet
+    acknowledged (:class:`~cairnflow.LifecycleSubscription`), and writes nothing.
     """
 
     def subscribe_lifecycle(self, channel: str, workflow: str, now: int) -> None:
@@ -532,7 +534,12 @@ class Lifecycle(Protocol):
         ...
 
     def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
-        """Drop a subscription and its undelivered rows; how many rows went."""
+        """Drop a subscription and its undelivered rows that no other subscription of the
+        channel covers (one to every workflow keeps a workflow's); how many rows went."""
+        ...
+
+    def lifecycle_subscriptions(self) -> list[LifecycleSubscription]:
+        """Every subscription, by channel then workflow, with the backlog each covers."""
         ...
 
     def claim_lifecycle(
@@ -842,6 +849,7 @@ FACETS: tuple[Facet, ...] = (
             "renew_lifecycle",
             "release_lifecycle",
             "ack_lifecycle",
+            "lifecycle_subscriptions",
         ),
         frozenset({Cap.LIFECYCLE}),
     ),

@@ -16,7 +16,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from .._errors import ErrorInfo
-from .._models import LIFECYCLE_ALL, LIFECYCLE_EVENTS, LIFECYCLE_FAILURES, LifecycleEvent
+from .._models import (
+    LIFECYCLE_ALL,
+    LIFECYCLE_EVENTS,
+    LIFECYCLE_FAILURES,
+    LifecycleEvent,
+    LifecycleSubscription,
+)
 
 __all__ = ["MemoryLifecycle"]
 
@@ -46,7 +52,8 @@ class MemoryLifecycle:
 
     def __init__(self) -> None:
         super().__init__()  # the store's other facets
-        self._subscriptions: set[tuple[str, str]] = set()
+        self._subscriptions: dict[tuple[str, str], int] = {}
+        """When each ``(channel, workflow)`` was first recorded."""
         self._outbox: dict[int, _Row] = {}
         self._outbox_ids = itertools.count(1)
 
@@ -97,20 +104,37 @@ class MemoryLifecycle:
     def subscribe_lifecycle(self, channel: str, workflow: str, now: int) -> None:
         """Record a subscription of ``channel`` to ``workflow`` (idempotent)."""
         with self._lock:
-            self._subscriptions.add((channel, workflow))
+            self._subscriptions.setdefault((channel, workflow), now)
 
     def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
-        """Drop a subscription and its undelivered rows; how many rows went."""
+        """Drop a subscription and its undelivered rows no other subscription covers; how many
+        rows went."""
         with self._lock:
-            self._subscriptions.discard((channel, workflow))
+            self._subscriptions.pop((channel, workflow), None)
             gone = [
                 i
                 for i, row in self._outbox.items()
-                if row.channel == channel and workflow in (LIFECYCLE_ALL, row.event.workflow)
+                if row.channel == channel
+                and workflow in (LIFECYCLE_ALL, row.event.workflow)
+                and not self._wants(channel, row.event.workflow)
             ]
             for i in gone:
                 del self._outbox[i]
             return len(gone)
+
+    def lifecycle_subscriptions(self) -> list[LifecycleSubscription]:
+        """Every subscription, by channel then workflow, with the backlog each covers."""
+        found = []
+        with self._lock:
+            for (channel, workflow), since in sorted(self._subscriptions.items()):
+                covered = [
+                    row.event.at_ns
+                    for row in self._outbox.values()
+                    if row.channel == channel and workflow in (LIFECYCLE_ALL, row.event.workflow)
+                ]
+                oldest = min(covered) if covered else None
+                found.append(LifecycleSubscription(channel, workflow, since, len(covered), oldest))
+        return found
 
     def claim_lifecycle(
         self,
