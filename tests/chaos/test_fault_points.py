@@ -116,9 +116,11 @@ def test_a_resent_outcome_whose_first_write_landed_is_written_once(
         return {"nonce": nonce}
 
     one.add(cf.Step("only", body))
-    # Long leases and polls, no schedules fired (no tick pruned), no notifications (no
-    # claim woken by a late one): nothing else is written between the arming and the
-    # outcome, so the one fault lands on its COMMIT.
+    # The fault fires in the committer's thread only: other writes pass the same point.
+    # On Postgres the dispatcher claims in a transaction of its own when the attempt ends
+    # and frees its slot, and under load that claim's COMMIT took the fault first (the
+    # full chaos profile; reproduced in 5 of 11 runs on a busy machine). Long leases and
+    # polls, no schedules, no notifications keep the rest quiet as well.
     client = cf.Client(
         chaos.store,
         workers=2,
@@ -141,17 +143,20 @@ def test_a_resent_outcome_whose_first_write_landed_is_written_once(
         wait_until(lambda: chaos.history().starts, timeout=20, what="the step to start")
         with (
             caplog.at_level(logging.INFO, logger="cairnflow"),
-            faults("sql.after_commit=raise#1", observe=observe) as armed,
+            faults(
+                "sql.after_commit=raise#1", observe=observe, threads="cairnflow-committer"
+            ) as armed,
         ):
             gate.set()
             info = client.wait(ref, timeout=20)
+            # The run ended, so its outcome was written: the fault fired, and where.
+            assert armed.fired() == 1
+            assert where[0].startswith("cairnflow-committer"), where
             wait_until(
                 lambda: "earlier write landed" in caplog.text,
                 timeout=10,
                 what="the committer's account of the re-sent outcome",
             )
-            assert armed.fired() == 1
-            assert where[0].startswith("cairnflow-committer"), where
         client.stop(timeout=10)
         commits = chaos.engine.commits()
         stored = chaos.store.get_run(ref.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import flows
 from conftest import Filled, csrf, make_app, signed_in
@@ -167,8 +168,12 @@ def test_servers_and_throughput(filled: Filled) -> None:
     app, store = make_app(filled.url)
     try:
         web = signed_in(app)
+        assert "No lifecycle subscription." in web.get("/servers").text
+        assert isinstance(store, cf.store.Lifecycle)
+        store.subscribe_lifecycle("on_failure", "dash-flow", time.time_ns())
         servers = web.get("/servers")
         assert servers.status_code == 200 and "stopped" in servers.text  # the filler stopped
+        assert 'data-subscription="on_failure/dash-flow"' in servers.text
         chart = web.get("/throughput")
         assert chart.status_code == 200 and 'class="chart"' in chart.text
         assert "5 succeeded" in chart.text and "1 failed" in chart.text

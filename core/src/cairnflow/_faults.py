@@ -143,7 +143,11 @@ Observer = Callable[[Fault], None]
 class _Plan:
     """The armed faults of this process, and how often each one fired."""
 
-    def __init__(self, faults: Iterable[Fault], observers: Iterable[Observer]) -> None:
+    def __init__(
+        self, faults: Iterable[Fault], observers: Iterable[Observer], threads: str | None = None
+    ) -> None:
+        self.threads = threads
+        """Fire only in threads whose name starts so (None: in every thread)."""
         self.faults: dict[str, Fault] = {}
         for fault in faults:
             if fault.point in self.faults:
@@ -158,6 +162,10 @@ class _Plan:
         """The fault to act on at ``point`` now, counted; None when it does not fire."""
         fault = self.faults.get(point)
         if fault is None:
+            return None
+        if self.threads is not None and not threading.current_thread().name.startswith(
+            self.threads
+        ):
             return None
         with self.lock:
             if fault.times is not None and self.fired[point] >= fault.times:
@@ -212,13 +220,17 @@ def parse(spec: str) -> list[Fault]:
     return faults
 
 
-def arm(faults: Iterable[Fault] | str, observers: Iterable[Observer] = ()) -> None:
+def arm(
+    faults: Iterable[Fault] | str, observers: Iterable[Observer] = (), threads: str | None = None
+) -> None:
     """Arm ``faults`` (or a ``CAIRNFLOW_FAULTS`` value) in this process, replacing any armed.
 
-    ``observers`` are called with each fault that fires, before it acts.
+    ``observers`` are called with each fault that fires, before it acts. ``threads``:
+    the faults fire only in threads whose name starts with it (a client's threads are
+    named by role: ``cairnflow-committer-<node>``, ``cairnflow-dispatcher-<node>``...).
     """
     global plan
-    plan = _Plan(parse(faults) if isinstance(faults, str) else faults, observers)
+    plan = _Plan(parse(faults) if isinstance(faults, str) else faults, observers, threads)
 
 
 def disarm() -> None:

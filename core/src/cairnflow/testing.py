@@ -346,16 +346,20 @@ class Faults:
 
 
 @contextmanager
-def faults(spec: str, *, observe: Callable[[Fault], None] | None = None) -> Iterator[Faults]:
+def faults(
+    spec: str, *, observe: Callable[[Fault], None] | None = None, threads: str | None = None
+) -> Iterator[Faults]:
     """Arm the faults ``spec`` (the :data:`FAULTS_ENV` format) in this process for the block.
 
     ``kill`` would end the test process itself: use it in subprocesses only.
-    ``observe`` is called with each fault that fires, before it acts. Whatever
+    ``observe`` is called with each fault that fires, before it acts. ``threads``:
+    fire only in threads whose name starts with it (``"cairnflow-committer"``: the
+    outcomes' writes, not a claim or a heartbeat that passes the same point). Whatever
     was armed before (from the environment) is armed again after the block.
     """
     armed = _faults.parse(spec)
     before = _faults.plan
-    _faults.arm(armed, [observe] if observe is not None else [])
+    _faults.arm(armed, [observe] if observe is not None else [], threads)
     try:
         yield Faults(armed)
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -107,6 +108,25 @@ def test_raise_raises_unavailable_at_its_point_only_and_counts() -> None:
         _faults.fire("sql.after_commit")  # #2: spent
         assert armed.fired("sql.after_commit") == 2
         assert armed.fired() == 2
+
+
+def test_threads_keeps_a_fault_to_the_threads_named_so() -> None:
+    raised: list[str] = []
+
+    def passing() -> None:
+        try:
+            _faults.fire("sql.after_commit")
+        except FaultInjected:
+            raised.append(threading.current_thread().name)
+
+    with faults("sql.after_commit=raise#1", threads="cairnflow-committer") as armed:
+        for name in ("cairnflow-dispatcher-n", "cairnflow-keeper-n", "cairnflow-committer-n"):
+            thread = threading.Thread(target=passing, name=name)
+            thread.start()
+            thread.join()
+        passing()  # the test's own thread: not named so
+        assert raised == ["cairnflow-committer-n"]
+        assert armed.fired() == 1
 
 
 def test_stall_sleeps_in_the_calling_thread() -> None:

@@ -350,12 +350,15 @@ class _Pages:
 
     @requires("read")
     def servers(self, request: Request) -> Response:
-        context: dict[str, Any] = {"listing": None, "unsupported": None}
+        context: dict[str, Any] = {"listing": None, "unsupported": None, "subscriptions": None}
         try:
             self._needs(Cap.SERVERS, "servers cannot be listed")
             context["listing"] = self.client.servers(hours=24.0)
         except _Unsupported as error:
             context["unsupported"] = str(error)
+        if Cap.LIFECYCLE in self.client.capabilities:
+            # Durable: a subscription no running client serves shows as a growing backlog.
+            context["subscriptions"] = self.client.lifecycle_subscriptions()
         return self.render(request, "servers.html", **context)
 
     @requires("read")
