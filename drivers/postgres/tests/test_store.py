@@ -384,6 +384,28 @@ def test_the_applications_pool_is_used_and_never_closed(
         assert owned.get_run("nothing") is None
 
 
+def test_claims_size_sizes_the_claims_pool_for_several_clients_of_one_store(
+    postgres_url: str, make_store: StoreFactory, make_client: ClientFactory
+) -> None:
+    # Each client claims on a connection of the claims pool of its own at a time: four
+    # clients of one store in one process claim side by side on a pool of four.
+    store = make_store(claims_size=4, max_size=16)
+    assert store.claims_pool is not None and store.claims_pool.max_size == 4
+    clients = [make_client(store, simple(), workers=2) for _ in range(4)]
+    refs = [clients[0].enqueue("simple", n) for n in range(40)]
+    infos = [clients[0].wait(ref, timeout=30) for ref in refs]
+    assert all(info.status is cf.Status.SUCCEEDED for info in infos)
+    assert sorted(info.result["got"] for info in infos) == list(range(40))
+    # The URL's query parameter, as the command line's -o gives it, is converted.
+    from_url = PostgresStore.from_url(
+        f"{postgres_url}?claims_size=3", table_prefix=store.tables.prefix
+    )
+    try:
+        assert from_url.claims_pool is not None and from_url.claims_pool.max_size == 3
+    finally:
+        from_url.close()
+
+
 def test_open_store_takes_the_applications_pool(
     postgres_url: str, make_store: StoreFactory, make_client: ClientFactory
 ) -> None:

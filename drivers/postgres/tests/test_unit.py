@@ -118,6 +118,8 @@ def test_exactly_one_of_dsn_and_pool() -> None:
         ("max_size", "3"),
         ("pool_timeout", 0),
         ("notify_debounce", -1.0),
+        ("claims_size", 0),
+        ("claims_size", "4"),
     ],
 )
 def test_bad_pool_options_are_refused(option: str, value: Any) -> None:

@@ -70,6 +70,7 @@ _URL_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "schema": str,
     "min_size": int,
     "max_size": int,
+    "claims_size": int,
     "pool_timeout": float,
     "notify": _to_bool,
     "notify_debounce": float,
@@ -230,7 +231,10 @@ class PostgresStore(SQLStore):
     ``psycopg_pool.ConnectionPool``): the store then opens no connection of its
     own and never closes that pool. Either way the pool must hold the client's
     ``workers``, plus one for the notification listener, plus one for the
-    dispatcher and lease renewals.
+    dispatcher and lease renewals. A store that opened its pool also keeps up to
+    ``claims_size`` connections (2) for the claims of its clients' dispatchers
+    (:attr:`claims_pool`): one per client of this store claiming at the same
+    moment, so a process running more clients on one store raises it.
 
     ``schema`` (created by :meth:`migrate` when absent) and ``table_prefix``
     name the namespace; both are validated and quoted. ``notify`` (default on)
@@ -257,6 +261,7 @@ class PostgresStore(SQLStore):
         table_prefix: str = "cf_",
         min_size: int = 1,
         max_size: int = 10,
+        claims_size: int = 2,
         pool_timeout: float = 30.0,
         notify: bool = True,
         notify_debounce: float = 0.01,
@@ -273,6 +278,7 @@ class PostgresStore(SQLStore):
         check_int("max_size", max_size, minimum=0)
         if max_size < max(min_size, 1):
             raise ValueError(f"max_size must be >= max(min_size, 1), got {max_size!r}")
+        check_int("claims_size", claims_size, minimum=1)
         if not pool_timeout > 0:
             raise ValueError(f"pool_timeout must be > 0 seconds, got {pool_timeout!r}")
         if not notify_debounce >= 0:
@@ -312,12 +318,13 @@ class PostgresStore(SQLStore):
             owned = True
             _wait_for_first_connection(pool, dsn, extra, shown, connect_timeout)
             # A client's claims for its idle workers: one at a time (its dispatcher), on a
-            # connection opened at the first claim and kept (SQLStore claim_connections).
+            # connection opened at the first claim and kept (SQLStore claim_connections);
+            # clients of this store claiming at the same moment take one each.
             claims = _PoolConnections(
                 ConnectionPool(
                     dsn,
                     min_size=0,
-                    max_size=2,
+                    max_size=claims_size,
                     kwargs=extra,
                     configure=_configure_for_claims,
                     timeout=pool_timeout,
@@ -325,14 +332,17 @@ class PostgresStore(SQLStore):
                     open=True,
                 ),
                 owned=True,
-                lent="the claims pool: more clients of this store claimed at once than it holds",
+                lent=(
+                    "the claims pool: more clients of this store claimed at once than it "
+                    "holds; raise claims_size"
+                ),
             )
         self.pool: ConnectionPool[Any] = pool
         """The pool the store (and its notifier) borrows connections from."""
         self.claims_pool: ConnectionPool[Any] | None = None if claims is None else claims.pool
-        """The pool of a client's claims for its idle workers (at most two connections,
-        opened at the first claim), whose sessions are set up for them; None on the
-        application's pool, where a claim keeps its transaction."""
+        """The pool of a client's claims for its idle workers (at most ``claims_size``
+        connections, opened at the first claim), whose sessions are set up for them; None on
+        the application's pool, where a claim keeps its transaction."""
         self.schema = schema
         self.notifier: PgNotifier | None = (
             PgNotifier(pool, debounce=notify_debounce, pool_timeout=pool_timeout)
