@@ -111,9 +111,6 @@ class LifecycleMethods:
             )
         name = LIFECYCLE_ALL if workflow is None else check_name("workflow", workflow)
         outbox = self._lifecycle_facet("drop_lifecycle_subscription()")
-        recorded = {(sub.channel, sub.workflow) for sub in outbox.lifecycle_subscriptions()}
-        if (channel, name) not in recorded:
-            return None
         return outbox.unsubscribe_lifecycle(channel, name)
 
     def _lifecycle_facet(self, what: str) -> Lifecycle:

@@ -170,13 +170,14 @@ class LifecycleOutbox(Part):
 
         self._tx.upsert(work)
 
-    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
+    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int | None:
         """Drop a subscription and its undelivered rows no other subscription covers; how many
-        rows went."""
+        rows went (None: no such subscription, nothing changed)."""
 
-        def work(cur: Cursor) -> int:
-            if self._execute(cur, self._unsubscribe, (channel, workflow)).rowcount:
-                self._switch(cur)
+        def work(cur: Cursor) -> int | None:
+            if not self._execute(cur, self._unsubscribe, (channel, workflow)).rowcount:
+                return None
+            self._switch(cur)
             if workflow == "":
                 dropped = self._execute(cur, self._drop_all_events, (channel, channel))
             else:

@@ -667,8 +667,9 @@ class SQLStore:
         """Record a subscription of ``channel`` to ``workflow`` (see :mod:`._lifecycle`)."""
         self._lifecycle.subscribe_lifecycle(channel, workflow, now)
 
-    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
-        """Drop a subscription and its undelivered rows; how many rows went."""
+    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int | None:
+        """Drop a subscription and its undelivered rows no other subscription covers; how many
+        rows went (None: no such subscription, nothing changed)."""
         return self._lifecycle.unsubscribe_lifecycle(channel, workflow)
 
     def lifecycle_subscriptions(self) -> list[LifecycleSubscription]:

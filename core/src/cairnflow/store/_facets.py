@@ -533,9 +533,10 @@ class Lifecycle(Protocol):
         """Record a subscription of ``channel`` to ``workflow`` (idempotent)."""
         ...
 
-    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
+    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int | None:
         """Drop a subscription and its undelivered rows that no other subscription of the
-        channel covers (one to every workflow keeps a workflow's); how many rows went."""
+        channel covers (one to every workflow keeps a workflow's); how many rows went, or
+        None when no such subscription is recorded (nothing is changed)."""
         ...
 
     def lifecycle_subscriptions(self) -> list[LifecycleSubscription]:

@@ -45,6 +45,11 @@ class _Row:
     lease_until: int | None = None
 
 
+def _covers(channel: str, workflow: str, row: _Row) -> bool:
+    """Whether the subscription of ``channel`` to ``workflow`` (``""``: every one) wants ``row``."""
+    return row.channel == channel and workflow in (LIFECYCLE_ALL, row.event.workflow)
+
+
 class MemoryLifecycle:
     """The lifecycle outbox of a memory store (mixed into :class:`MemoryStore`)."""
 
@@ -106,17 +111,16 @@ class MemoryLifecycle:
         with self._lock:
             self._subscriptions.setdefault((channel, workflow), now)
 
-    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int:
+    def unsubscribe_lifecycle(self, channel: str, workflow: str) -> int | None:
         """Drop a subscription and its undelivered rows no other subscription covers; how many
-        rows went."""
+        rows went (None: no such subscription, nothing changed)."""
         with self._lock:
-            self._subscriptions.pop((channel, workflow), None)
+            if self._subscriptions.pop((channel, workflow), None) is None:
+                return None
             gone = [
                 i
                 for i, row in self._outbox.items()
-                if row.channel == channel
-                and workflow in (LIFECYCLE_ALL, row.event.workflow)
-                and not self._wants(channel, row.event.workflow)
+                if _covers(channel, workflow, row) and not self._wants(channel, row.event.workflow)
             ]
             for i in gone:
                 del self._outbox[i]
@@ -130,7 +134,7 @@ class MemoryLifecycle:
                 covered = [
                     row.event.at_ns
                     for row in self._outbox.values()
-                    if row.channel == channel and workflow in (LIFECYCLE_ALL, row.event.workflow)
+                    if _covers(channel, workflow, row)
                 ]
                 oldest = min(covered) if covered else None
                 found.append(LifecycleSubscription(channel, workflow, since, len(covered), oldest))
