@@ -65,6 +65,8 @@ MIGRATIONS = [
     "035_lifecycle_run_trigger",
     "036_tenant",
     "037_archive_tenant",
+    "038_step_history_trim_drop",
+    "039_step_history_trim",
 ]
 
 

@@ -52,6 +52,7 @@ MIGRATIONS = [
     "023_runs_finished",
     "024_lifecycle_run_probe",
     "025_lifecycle_run_once",
+    "026_step_history_trim",
 ]
 
 
