@@ -5,7 +5,11 @@ no engine code around them (so what is left is the server and psycopg), then the
 statements against the same tables without their listing indexes, then the runs' statement
 alone (what one row a run would cost), then a raw one-row table::
 
-    python bench/batch_parts.py [--pairs 60] [--batch 500]
+    python bench/batch_parts.py [--pairs 60] [--batch 500] [--each]
+
+``--each`` adds the statements against tables each without one of the runs' listing and
+deadline indexes, or without the steps' ``(run_id, name)`` key: what that one index costs a
+batch.
 
 Every variant writes one batch in turn, in a rotating order, on one connection of one process,
 so the machine's drift falls on all of them alike; the figure is rows (or runs) a second over
@@ -44,6 +48,9 @@ LISTINGS = ("runs_state", "runs_queue", "runs_workflow", "runs_overdue")
 """The runs' non-unique indexes a new run writes: the listings by state, queue and workflow,
 and the active runs' deadlines."""
 
+STEP_KEY = "steps_run_name"
+"""The steps' unique ``(run_id, name)`` constraint: every per-run statement leads with it."""
+
 
 def _noop(ctx: cf.StepContext, data: Any) -> None:
     return None
@@ -56,7 +63,10 @@ def _store(url: str, made: list[str], drop: tuple[str, ...] = ()) -> tuple[str, 
     store.migrate()
     with psycopg.connect(url, autocommit=True) as conn:
         for index in drop:
-            conn.execute(f'DROP INDEX "{prefix}{index}"')
+            if index == STEP_KEY:  # a constraint's index goes with its constraint
+                conn.execute(f'ALTER TABLE "{prefix}steps" DROP CONSTRAINT "{prefix}{index}"')
+            else:
+                conn.execute(f'DROP INDEX "{prefix}{index}"')
     return prefix, store
 
 
@@ -85,12 +95,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=60, help="batches of each variant")
     parser.add_argument("--batch", type=int, default=500, help="runs a batch")
+    parser.add_argument(
+        "--each",
+        action="store_true",
+        help="also without each listing index (and the steps' key), one at a time",
+    )
     args = parser.parse_args()
     engine = _engines.load_or_exit("postgres", Path(tempfile.gettempdir()))
     url = engine.url
     made: list[str] = []
     full_prefix, full = _store(url, made)
     lean_prefix, lean = _store(url, made, LISTINGS)
+    # --each: one namespace per index, without that index alone.
+    each = (*LISTINGS, STEP_KEY) if args.each else ()
+    singles = {index: _store(url, made, (index,)) for index in each}
     client = cf.Client(full)
     client.register(cf.Workflow("noop", steps=[cf.Step("only", _noop)]))
     chunks = _capture(client, args.batch)
@@ -136,6 +154,8 @@ def main() -> None:
             "the runs' statement alone (one row a run)": lambda: replay(full_prefix, False),
             "raw table, one unnest statement": raw_unnest,
         }
+        for index, (prefix, _) in singles.items():
+            variants[f"the statements without {index} alone"] = lambda p=prefix: replay(p)
         times: dict[str, list[float]] = {name: [] for name in variants}
         names = list(variants)
         for turn in range(args.pairs):
@@ -156,6 +176,8 @@ def main() -> None:
         baseline.close()
         full.close()
         lean.close()
+        for _, single in singles.values():
+            single.close()
         for prefix in made:
             engine.drop(prefix)
 

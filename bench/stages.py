@@ -11,9 +11,14 @@ The stages, each in ms after the ``enqueue()`` call began (p50 / p95 / p99):
 - ``statement``: the enqueue's one statement returned (its round trip, the commit's flush);
 - ``call``: the ``enqueue()`` call returned (the rest is the client's Python);
 - ``heard``: the worker's listener thread took the notification;
-- ``claim``: the dispatcher began the claim;
+- ``plan`` / ``planned``: the dispatcher, awake, began and ended planning the claim (its
+  slots reserved, ``EngineState.plan_claim``);
+- ``store`` / ``claim``: the store's ``claim`` began, then the SQL layer's (``Claims.claim``);
 - ``round trip``: the claim was sent, ``claimed``: its rows came back (one round trip: its
   one statement alone, or its BEGIN, statements and COMMIT in a pipeline);
+- ``accept`` / ``accepted``: the dispatcher began and ended handing the attempts to the
+  workers (``EngineState.accept``: the store's connection is back in its pool by then);
+- ``run``: a worker thread took the attempt (``StepRunner.run``);
 - ``start``: the step's first line ran.
 
 Then the same machine's price of waking an idle server: a ``SELECT 1`` round trip after
@@ -21,9 +26,9 @@ Then the same machine's price of waking an idle server: a ``SELECT 1`` round tri
 two cores the first is several times the second, and an idle worker pays it once for the
 enqueue and once for the claim.
 
-The stamps wrap a few private functions of the Postgres driver and the SQL layer (named
-in ``_instrument``); a rename there fails this script loudly, never silently. A benchmark
-tool, not a test: it asserts nothing about speed.
+The stamps wrap a few private functions of the Postgres driver, the SQL layer and the
+engine (named in ``_instrument``); a rename there fails this script loudly, never silently.
+A benchmark tool, not a test: it asserts nothing about speed.
 """
 
 from __future__ import annotations
@@ -52,6 +57,20 @@ import cairnflow as cf
 
 Stamps = list[tuple[str, int]]
 
+STAGES = (
+    "heard",
+    "plan",
+    "planned",
+    "store",
+    "claim",
+    "round trip",
+    "claimed",
+    "accept",
+    "accepted",
+    "run",
+)
+"""The worker process's stamps, in the order an idle worker passes them."""
+
 
 def _wrap(owner: type, name: str, stamps: Stamps, before: str, after: str | None) -> None:
     """Stamp ``before`` when ``owner.name`` is called and ``after`` when it returns."""
@@ -69,12 +88,19 @@ def _wrap(owner: type, name: str, stamps: Stamps, before: str, after: str | None
 
 def _instrument(stamps: Stamps) -> None:
     """The worker's stamps: the notification heard, the claim, the claim's round trip."""
+    from cairnflow._engine._runner import StepRunner
+    from cairnflow._engine._state import EngineState
     from cairnflow.sql._claims import Claims
+    from cairnflow.sql._store import SQLStore
     from cairnflow_postgres._dialect import PostgresDialect
     from cairnflow_postgres._notify import PgNotifier
 
     _wrap(PgNotifier, "_dispatch", stamps, "heard", None)
+    _wrap(EngineState, "plan_claim", stamps, "plan", "planned")
+    _wrap(SQLStore, "claim", stamps, "store", None)
     _wrap(Claims, "claim", stamps, "claim", None)
+    _wrap(EngineState, "accept", stamps, "accept", "accepted")
+    _wrap(StepRunner, "run", stamps, "run", None)
     pipeline = PostgresDialect.pipeline
 
     @contextlib.contextmanager
@@ -189,7 +215,7 @@ def main() -> None:
             started = int(client.info(ref).result)
             bound = sent[n + 1][1] if n + 1 < len(sent) else started + 1
             row = {"statement": done, "call": returned}
-            for name in ("heard", "claim", "round trip", "claimed"):
+            for name in STAGES:
                 at = _first_after(stamps, name, t0, min(bound, started))
                 if at is not None:
                     row[name] = at
