@@ -87,7 +87,8 @@ def _wrap(owner: type, name: str, stamps: Stamps, before: str, after: str | None
 
 
 def _instrument(stamps: Stamps) -> None:
-    """The worker's stamps: the notification heard, the claim, the claim's round trip."""
+    """The worker's stamps: each of :data:`STAGES` (the notification heard, the claim planned,
+    sent and answered, the attempt handed out and taken by a worker)."""
     from cairnflow._engine._runner import StepRunner
     from cairnflow._engine._state import EngineState
     from cairnflow.sql._claims import Claims
