@@ -145,6 +145,61 @@ def test_json_codec_round_trips_and_refuses_what_json_cannot_hold() -> None:
     assert codec.decode(b" null ") is None
 
 
+def test_json_codec_writes_what_json_dumps_writes_after_errors_and_across_threads() -> None:
+    """The codec's shortcuts (an int written alone, a C encoder kept per thread) write the
+    bytes ``json.dumps`` with the codec's options writes, and raise what it raises."""
+    import enum
+
+    class Level(enum.IntEnum):
+        HIGH = 2
+
+    codec = cf.JSONCodec()
+
+    def dumps(value: object) -> bytes:
+        return json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+
+    values: list[object] = [
+        7, -3, 10**30, True, False, 1.5, -0.0, "é\n", Level.HIGH, [], {}, (1, "x"),
+        {"a": [1, 2.5, {"b": None}], "ü": "é", 1: Level.HIGH, None: 2, 2.5: True},
+    ]  # fmt: skip
+    for value in values:
+        assert codec.encode(value) == dumps(value), value
+    looped: dict[str, object] = {}
+    looped["self"] = looped
+    refused: list[tuple[object, type[Exception], str]] = [
+        (looped, ValueError, "Circular reference detected"),
+        ([1, float("inf")], ValueError, "JSON compliant"),
+        ({"a": [object()]}, TypeError, "not JSON serializable"),
+        ({(1,): 2}, TypeError, "keys must be"),
+    ]
+    shared = {"shared": [1, 2, 3]}
+    for value, error, message in refused:
+        with pytest.raises(error, match=message):
+            codec.encode(value)
+        # An encode that raised left nothing behind: the same containers encode again.
+        assert codec.encode(shared) == dumps(shared)
+        assert codec.encode([shared, shared]) == dumps([shared, shared])
+    # One object encoded by many threads at once is never taken for a circular reference.
+    wrong: list[object] = []
+
+    def encode_many() -> None:
+        for _ in range(2000):
+            try:
+                if codec.encode(shared) != b'{"shared":[1,2,3]}':
+                    wrong.append(codec.encode(shared))
+            except Exception as error:  # a thread's exception would be lost otherwise
+                wrong.append(error)
+
+    threads = [threading.Thread(target=encode_many) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
 def test_an_attempts_cancel_event_is_made_on_first_use_and_never_misses_a_cancel() -> None:
     from cairnflow._engine._attempt import End, RunningAttempt
     from cairnflow.store import ClaimedAttempt

@@ -352,6 +352,43 @@ def test_times_are_bigint_nanoseconds_and_payloads_bytea(
     assert before <= created <= finished <= after
 
 
+def test_a_batch_stores_every_text_as_given(
+    store: PostgresStore, make_client: ClientFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """A batch's columns go as arrays, or as one value where every row holds it
+    (``PostgresDialect.batch_insert``): each row keeps its own key, tenant (NULL
+    included), label and payload, spaces and empty labels included, and the keys stay
+    all-or-none."""
+    client = make_client(store, simple(), start=False)
+    joined = [cf.Job("simple", n, key=f"k{n}", labels={"who": f"a{n}"}) for n in range(3)]
+    spaced = [
+        cf.Job("simple", n, key=key, labels={"who": label}, tenant=tenant)
+        for n, (key, label, tenant) in enumerate(
+            [("with space", "", "t1"), ("x", " lead", None), (" lead", "trail ", "t2")]
+        )
+    ]
+    refs = client.enqueue_many(joined) + client.enqueue_many(spaced)
+    rows = admin_conn.execute(
+        f"SELECT r.id, r.idem_key, r.active_key, r.tenant, r.payload, l.value "
+        f"FROM {store.tables.runs} r JOIN {store.tables.run_labels} l ON l.run_id = r.id "
+        f"ORDER BY r.seq"
+    ).fetchall()
+    jobs = joined + spaced
+    assert rows == [
+        (ref.id, job.key, job.key, job.tenant, str(job.payload).encode(), job.labels["who"])
+        for ref, job in zip(refs, jobs, strict=True)
+    ]
+    steps = admin_conn.execute(
+        f"SELECT run_id, name FROM {store.tables.steps} ORDER BY run_id, position"
+    ).fetchall()
+    assert steps == sorted((ref.id, name) for ref in refs for name in ("one", "two"))
+    # The keys hold: the same keys again are refused, all or none.
+    with pytest.raises(cf.DuplicateRun):
+        client.enqueue_many([cf.Job("simple", 9, key="k9"), cf.Job("simple", 9, key="x")])
+    (count,) = admin_conn.execute(f"SELECT count(*) FROM {store.tables.runs}").fetchone() or (0,)
+    assert count == len(jobs)
+
+
 # -- pools ----------------------------------------------------------------------------------------
 def test_the_applications_pool_is_used_and_never_closed(
     postgres_url: str, make_store: StoreFactory, make_client: ClientFactory
