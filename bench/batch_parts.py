@@ -8,8 +8,8 @@ alone (what one row a run would cost), then a raw one-row table::
     python bench/batch_parts.py [--pairs 60] [--batch 500] [--each]
 
 ``--each`` adds the statements against tables each without one of the runs' listing and
-deadline indexes, or without the steps' ``(run_id, name)`` key: what that one index costs a
-batch.
+deadline indexes, or without one of the steps' keys (``(run_id, name)``, the id): what that
+one index costs a batch.
 
 Every variant writes one batch in turn, in a rotating order, on one connection of one process,
 so the machine's drift falls on all of them alike; the figure is rows (or runs) a second over
@@ -48,8 +48,9 @@ LISTINGS = ("runs_state", "runs_queue", "runs_workflow", "runs_overdue")
 """The runs' non-unique indexes a new run writes: the listings by state, queue and workflow,
 and the active runs' deadlines."""
 
-STEP_KEY = "steps_run_name"
-"""The steps' unique ``(run_id, name)`` constraint: every per-run statement leads with it."""
+STEP_KEYS = ("steps_run_name", "steps_pkey")
+"""The steps' unique ``(run_id, name)`` constraint (every per-run statement leads with it) and
+their primary key, the id (every statement on one step finds it by id)."""
 
 
 def _noop(ctx: cf.StepContext, data: Any) -> None:
@@ -63,7 +64,7 @@ def _store(url: str, made: list[str], drop: tuple[str, ...] = ()) -> tuple[str, 
     store.migrate()
     with psycopg.connect(url, autocommit=True) as conn:
         for index in drop:
-            if index == STEP_KEY:  # a constraint's index goes with its constraint
+            if index in STEP_KEYS:  # a constraint's index goes with its constraint
                 conn.execute(f'ALTER TABLE "{prefix}steps" DROP CONSTRAINT "{prefix}{index}"')
             else:
                 conn.execute(f'DROP INDEX "{prefix}{index}"')
@@ -98,7 +99,7 @@ def main() -> None:
     parser.add_argument(
         "--each",
         action="store_true",
-        help="also without each listing index (and the steps' key), one at a time",
+        help="also without each listing index (and each of the steps' keys), one at a time",
     )
     args = parser.parse_args()
     engine = _engines.load_or_exit("postgres", Path(tempfile.gettempdir()))
@@ -107,7 +108,7 @@ def main() -> None:
     full_prefix, full = _store(url, made)
     lean_prefix, lean = _store(url, made, LISTINGS)
     # --each: one namespace per index, without that index alone.
-    each = (*LISTINGS, STEP_KEY) if args.each else ()
+    each = (*LISTINGS, *STEP_KEYS) if args.each else ()
     singles = {index: _store(url, made, (index,)) for index in each}
     client = cf.Client(full)
     client.register(cf.Workflow("noop", steps=[cf.Step("only", _noop)]))
