@@ -25,9 +25,9 @@ the median microseconds a step for each, and their ratio. Needs ``CAIRNFLOW_BENC
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -36,12 +36,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import _apps
+import _engines
 import psycopg
 
 import cairnflow as cf
 from cairnflow.sql import Queries, Tables
 from cairnflow_postgres import PostgresDialect, PostgresStore
-from cairnflow_postgres.testing import drop_namespace
 
 VARIANTS = ("id", "run_name")
 
@@ -138,11 +138,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8000, help="queued runs in each namespace")
     parser.add_argument("--batch", type=int, default=8, help="steps claimed and ended together")
     args = parser.parse_args()
-    url = os.environ.get("CAIRNFLOW_BENCH_POSTGRES_URL") or os.environ.get(
-        "CAIRNFLOW_TEST_POSTGRES_URL"
-    )
-    if not url:
-        sys.exit("set CAIRNFLOW_BENCH_POSTGRES_URL (or CAIRNFLOW_TEST_POSTGRES_URL)")
+    engine = _engines.load_or_exit("postgres", Path(tempfile.gettempdir()))
+    url = engine.url
     made: list[str] = []
     try:
         prefixes = {variant: _namespace(url, args.runs, variant, made) for variant in VARIANTS}
@@ -168,9 +165,8 @@ def main() -> None:
             print(f"{variant:9s} {medians[variant]:7.1f} us a step ({len(took[variant])} batches)")
         print(f"run_name / id: {medians['run_name'] / medians['id']:.3f} of the time")
     finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            for prefix in made:
-                drop_namespace(conn, prefix)
+        for prefix in made:
+            engine.drop(prefix)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from json.encoder import encode_basestring
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, Protocol, runtime_checkable
 
 try:
@@ -94,7 +94,15 @@ def _c_encode(value: Any) -> bytes:
     if encoder is None:
         base = JSONCodec._encoder
         encoder = _ENCODERS.encoder = make_encoder(
-            {}, base.default, encode_basestring, None, ":", ",", False, False, False
+            {},
+            base.default,
+            encode_basestring_ascii if base.ensure_ascii else encode_basestring,
+            None,  # no indentation: iterencode uses the C encoder only then
+            base.key_separator,
+            base.item_separator,
+            base.sort_keys,
+            base.skipkeys,
+            base.allow_nan,
         )
     try:
         return "".join(encoder(value, 0)).encode()

@@ -360,20 +360,20 @@ def test_a_batch_stores_every_text_as_given(
     included), label and payload, spaces and empty labels included, and the keys stay
     all-or-none."""
     client = make_client(store, simple(), start=False)
-    joined = [cf.Job("simple", n, key=f"k{n}", labels={"who": f"a{n}"}) for n in range(3)]
+    plain = [cf.Job("simple", n, key=f"k{n}", labels={"who": f"a{n}"}) for n in range(3)]
     spaced = [
         cf.Job("simple", n, key=key, labels={"who": label}, tenant=tenant)
         for n, (key, label, tenant) in enumerate(
             [("with space", "", "t1"), ("x", " lead", None), (" lead", "trail ", "t2")]
         )
     ]
-    refs = client.enqueue_many(joined) + client.enqueue_many(spaced)
+    refs = client.enqueue_many(plain) + client.enqueue_many(spaced)
     rows = admin_conn.execute(
         f"SELECT r.id, r.idem_key, r.active_key, r.tenant, r.payload, l.value "
         f"FROM {store.tables.runs} r JOIN {store.tables.run_labels} l ON l.run_id = r.id "
         f"ORDER BY r.seq"
     ).fetchall()
-    jobs = joined + spaced
+    jobs = plain + spaced
     assert rows == [
         (ref.id, job.key, job.key, job.tenant, str(job.payload).encode(), job.labels["who"])
         for ref, job in zip(refs, jobs, strict=True)
