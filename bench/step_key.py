@@ -133,6 +133,29 @@ def _batch(
     return len(rows)
 
 
+def in_turn(
+    url: str, namespaces: dict[str, tuple[str, tuple[str, str, str]]], size: int
+) -> dict[str, list[float]]:
+    """Claim and end ``size`` steps of each namespace in turn (``name: (variant, statements)``)
+    until one runs out, ``synchronous_commit`` off; each batch's microseconds a step."""
+    took: dict[str, list[float]] = {name: [] for name in namespaces}
+    with psycopg.connect(url) as conn:
+        conn.execute("SET synchronous_commit = off")
+        conn.commit()
+        for variant, sql in namespaces.values():  # one batch each: the plans made, pages read
+            _batch(conn, variant, sql, size)
+        while True:
+            moved = 0
+            for name, (variant, sql) in namespaces.items():
+                started = time.perf_counter()
+                got = _batch(conn, variant, sql, size)
+                if got:
+                    took[name].append((time.perf_counter() - started) / got * 1e6)
+                moved += got
+            if moved < size * len(namespaces):
+                return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=8000, help="queued runs in each namespace")
@@ -144,22 +167,7 @@ def main() -> None:
     try:
         prefixes = {variant: _namespace(url, args.runs, variant, made) for variant in VARIANTS}
         sql = {variant: _statements(prefixes[variant], variant) for variant in VARIANTS}
-        took: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
-        with psycopg.connect(url) as conn:
-            conn.execute("SET synchronous_commit = off")
-            conn.commit()
-            for variant in VARIANTS:  # one batch each first: the plans made, the pages read
-                _batch(conn, variant, sql[variant], args.batch)
-            while True:
-                moved = 0
-                for variant in VARIANTS:
-                    started = time.perf_counter()
-                    got = _batch(conn, variant, sql[variant], args.batch)
-                    if got:
-                        took[variant].append((time.perf_counter() - started) / got * 1e6)
-                    moved += got
-                if moved < args.batch * len(VARIANTS):
-                    break
+        took = in_turn(url, {variant: (variant, sql[variant]) for variant in VARIANTS}, args.batch)
         medians = {variant: statistics.median(took[variant]) for variant in VARIANTS}
         for variant in VARIANTS:
             print(f"{variant:9s} {medians[variant]:7.1f} us a step ({len(took[variant])} batches)")

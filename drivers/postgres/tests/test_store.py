@@ -17,7 +17,7 @@ from psycopg_pool import ConnectionPool
 import cairnflow as cf
 from cairnflow import StepKind, ids
 from cairnflow.sql import TABLES, split_statements
-from cairnflow.store import ClaimRequest, NewRun, NewStep
+from cairnflow.store import ClaimRequest, NewRun, NewStep, RunQuery
 from cairnflow_postgres import PostgresStore
 from cairnflow_postgres.testing import drop_namespace, unique_prefix
 
@@ -53,6 +53,7 @@ MIGRATIONS = [
     "024_lifecycle_run_probe",
     "025_lifecycle_run_once",
     "026_step_history_trim",
+    "027_byte_order",
 ]
 
 
@@ -212,6 +213,59 @@ def test_a_schema_two_namespace_is_refused_until_migrated(make_store: StoreFacto
     new.check_schema()
     held = new.claim_leadership("scheduler", "n1", lease_now=1, lease_until=2)
     assert (held.node, held.term) == ("n1", 1)
+
+
+def test_every_text_column_compares_byte_for_byte(
+    store: PostgresStore, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """Every text column of the namespace but the migrations ledger's is ``COLLATE "C"``
+    (027), as on MySQL (utf8mb4_bin) and SQLite: a migration adding one must say so too.
+
+    Not only the indexed ones: the planner carries an equality from one column to
+    another only within one collation (a claim's workflow to the workflow pauses'
+    name, which then reads their primary key)."""
+    rows = admin_conn.execute(
+        "SELECT t.relname, a.attname, coalesce(c.collname, '') "
+        "FROM pg_class t JOIN pg_attribute a ON a.attrelid = t.oid "
+        "LEFT JOIN pg_collation c ON c.oid = a.attcollation "
+        "WHERE t.relnamespace = current_schema()::regnamespace AND t.relkind = 'r' "
+        "AND left(t.relname, length(%s)) = %s AND a.attnum > 0 AND NOT a.attisdropped "
+        "AND a.atttypid IN ('text'::regtype, 'varchar'::regtype) ORDER BY 1, 2",
+        (store.tables.prefix, store.tables.prefix),
+    ).fetchall()
+    columns = {
+        (table.removeprefix(store.tables.prefix), column): collation
+        for table, column, collation in rows
+    }
+    assert columns.pop(("migrations", "name")) == "default"
+    assert {("runs", "id"), ("steps", "status"), ("pauses", "name")} <= set(columns)
+    assert {where: c for where, c in columns.items() if c != "C"} == {}
+
+
+def test_runs_made_before_027_are_kept_and_run_after_it(
+    make_store: StoreFactory, make_client: ClientFactory, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """027 changes the collation of the runs' and steps' key columns (rebuilding their
+    indexes): what was enqueued before it keeps its keys, labels and tenant, and runs."""
+    old = make_store(migrate=False)
+    old.migrations = old.migrations[:26]
+    assert old.migrate() == MIGRATIONS[:26]
+    before = make_client(old, simple(), start=False)
+    keyed = before.enqueue("simple", 1, key="k1", labels={"team": "Zeta"}, tenant="acme")
+    plain = before.enqueue_many([cf.Job("simple", n) for n in range(2, 5)])
+    new = make_store(prefix=old.tables.prefix, migrate=False)
+    assert new.migrate() == ["027_byte_order"]
+    after = make_client(new, simple())
+    with pytest.raises(cf.DuplicateRun):  # the key's unique index, rebuilt, still holds it
+        after.enqueue("simple", 9, key="k1")
+    for ref in (keyed, *plain):
+        assert after.wait(ref, timeout=30).status == "succeeded"
+    found = new.list_runs(RunQuery(tenant="acme", labels={"team": "Zeta"}))
+    assert [run.id for run in found.runs] == [keyed.id]
+    (triggers,) = admin_conn.execute(
+        "SELECT count(*) FROM pg_trigger WHERE tgname = %s", (old.tables.prefix + "lifecycle_run",)
+    ).fetchone() or (0,)
+    assert triggers == 1
 
 
 @pytest.mark.parametrize("drop", ["drop_tables", "drop_namespace"])
