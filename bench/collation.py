@@ -10,8 +10,8 @@ on both alike:
 - ``enqueue_many`` of ``--batch`` runs, end to end through a client, batch by batch;
 - one-run ``enqueue`` calls, ``--singles`` on one namespace, then as many on the other;
 - a claim of 8 steps and their success with their runs' end, as ``step_key.py`` sends them
-  (``synchronous_commit`` off: the statements' work, not the disk's), batch by batch over
-  ``--steps`` queued runs in each.
+  (the claim under the engine's planner settings; ``synchronous_commit`` off: the statements'
+  work, not the disk's), batch by batch over ``--steps`` queued runs in each.
 
 The engine's code is the same for both: its statements do not depend on the collation. The
 database is ``CAIRNFLOW_BENCH_POSTGRES_URL`` (else ``CAIRNFLOW_TEST_POSTGRES_URL``); its own
