@@ -241,6 +241,10 @@ def _tests(session: nox.Session) -> None:
     # runs (contrib/dashboard), on SQLite and Postgres. Installed above: RECIPE_DEPS and
     # every contrib distribution's test extra.
     session.run(*pytest, "tests/docs", "tests/app")
+    # The pg8000 example's migrations against the reference schema, and the reference against
+    # cairnflow-postgres's migrations: conformance-pg8000's fresh venv has no cairnflow-postgres,
+    # so that check runs here, where both are installed.
+    session.run(*pytest, f"{PG8000_DRIVER}/tests/test_driver.py")
     # The chaos tests' short profile: each scenario once, on one engine each, a few
     # seconds of faults (`nox -s chaos` runs them all at length); never a server restart.
     session.run(*pytest, "-n", "2", CHAOS, env={"CAIRNFLOW_CHAOS_RESTARTS": "0"})

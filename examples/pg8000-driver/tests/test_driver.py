@@ -34,6 +34,10 @@ POSTGRES_ONLY = {
     "lifecycle": "the outbox's PL/pgSQL triggers",
     "runs_overdue": "an index only (RUN_TIMEOUT reads run_at either way)",
     "forced_ready": "an index only (the claim's queue gate reads forced either way)",
+    "lifecycle_run_probe": "the outbox's run trigger, redefined",
+    "lifecycle_run_once": "the outbox's run trigger, redefined",
+    "step_history_trim": "the step history's trigger, redefined",
+    "byte_order": "every text column in the C collation: the renderer's choice of its text type",
 }
 """The Postgres driver's migrations the reference schema leaves out, and why."""
 
