@@ -54,5 +54,6 @@ def test_pages_and_a_retry_on_a_server(server_url: str) -> None:
         assert ">retried<" in web.get(done.headers["location"]).text
         assert not cf.Client(store).info(filled.failed).finished
     finally:
+        store.drop_tables()  # the server is shared: leave no namespace behind
         store.close()
         flows.FAILING.clear()
