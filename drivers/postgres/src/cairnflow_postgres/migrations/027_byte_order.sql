@@ -13,11 +13,13 @@
 -- collation. The labels' name and value are "C" since 010; the migrations ledger is the
 -- migrator's own.
 --
--- Measured (bench/batch_parts.py: a batch's run and step statements, 500 runs, 40 batches of
--- each variant in turn, local server, 2026-12-05): on a C.UTF-8 database 61,313 -> 70,968
--- runs/s (+16%); on an ICU en-US database 58,836 -> 67,299 (+14%). A run writes nine index
--- entries at enqueue and more at each update (none is HOT), each a descent of a tree of such
--- comparisons.
+-- Measured (local server, 2026-12-05). A batch's run and step statements alone, 500 runs, 40
+-- batches of each variant in turn, the indexed columns altered: 61,313 -> 70,968 runs/s on a
+-- C.UTF-8 database, 58,836 -> 67,299 on an ICU en-US one. End to end (bench/collation.py, a
+-- namespace at 26 against one at 27, alternating): enqueue_many of 500 27.5 -> 18.2 us a run
+-- and a claim of 8 with its success 270.8 -> 235.8 us a step on an en_US.UTF-8 cluster, 19.5
+-- -> 18.7 and 246.2 -> 243.7 on C.UTF-8. A run writes nine index entries at enqueue and more
+-- at each update (none is HOT), each a descent of a tree of such comparisons.
 --
 -- On an existing database this rebuilds every index on these tables but those on numbers
 -- alone, under the ALTERs' exclusive locks: as long as a REINDEX of runs and steps, during which
