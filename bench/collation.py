@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _apps
 import _engines
 import psycopg
-from step_key import _statements, in_turn
+from step_key import _statements, in_turn, queued
 
 import cairnflow as cf
 from cairnflow_postgres import PostgresStore
@@ -125,22 +125,10 @@ def main() -> None:
         )
         # Claims and successes on namespaces of their own, queued with nothing else in them.
         versions = zip(SCHEMAS, (BEFORE, None), strict=True)
-        queued = {name: _store(url, made, version) for name, version in versions}
-        stores.extend(queued.values())
-        for store in queued.values():
-            client = cf.Client(store)
-            client.register(_apps.noop())
-            for start in range(0, args.steps, 1000):
-                client.enqueue_many(cf.Job("noop") for _ in range(min(1000, args.steps - start)))
-        with psycopg.connect(url, autocommit=True) as conn:
-            for store in queued.values():
-                conn.execute(f"VACUUM ANALYZE {store.tables.steps}, {store.tables.runs}")
+        prefixes = {name: queued(url, args.steps, made, version=v) for name, v in versions}
         took = in_turn(
             url,
-            {
-                name: ("id", _statements(store.tables.prefix, "id"))
-                for name, store in queued.items()
-            },
+            {name: ("id", _statements(prefix, "id")) for name, prefix in prefixes.items()},
             8,
         )
         _report(

@@ -17,11 +17,11 @@ triggers (the step history), on two namespaces of queued one-step runs::
 
 Each batch claims ``batch`` steps in one transaction, then marks them succeeded and their runs
 finished in another (as the engine's group commit does for one client), the two namespaces in
-turn batch by batch, ``synchronous_commit`` off (the statements' work, not the disk's), each claim
-under the planner settings of the engine's claims pool (``CLAIM_SETTINGS``: without them the
-claim sorted every ready step, a cost that grew with the queue; until the eighteenth session). Prints
-the median microseconds a step for each, and their ratio. Needs ``CAIRNFLOW_BENCH_POSTGRES_URL``
-(else ``CAIRNFLOW_TEST_POSTGRES_URL``).
+turn batch by batch, ``synchronous_commit`` off (the statements' work, not the disk's), each
+claim under the planner settings of the engine's claims pool (``CLAIM_SETTINGS``; without them,
+until the eighteenth session, the claim sorted every ready step, a cost that grew with the
+queue). Prints the median microseconds a step for each, and their ratio. Needs
+``CAIRNFLOW_BENCH_POSTGRES_URL`` (else ``CAIRNFLOW_TEST_POSTGRES_URL``).
 """
 
 from __future__ import annotations
@@ -49,10 +49,16 @@ from cairnflow_postgres._dialect import CLAIM_SETTINGS
 VARIANTS = ("id", "run_name")
 
 
-def _namespace(url: str, runs: int, variant: str, made: list[str]) -> str:
+def queued(
+    url: str, runs: int, made: list[str], variant: str = "id", version: int | None = None
+) -> str:
+    """A new namespace (its prefix, added to ``made``) of ``runs`` queued one-step runs, in
+    ``variant``'s schema; migrated up to ``version`` (all by default)."""
     prefix = "sk" + uuid.uuid4().hex[:6] + "_"
     made.append(prefix)
     store = PostgresStore(url, table_prefix=prefix)
+    if version is not None:
+        store.migrations = store.migrations[:version]
     store.migrate()
     client = cf.Client(store)
     client.register(_apps.noop())
@@ -171,7 +177,7 @@ def main() -> None:
     url = engine.url
     made: list[str] = []
     try:
-        prefixes = {variant: _namespace(url, args.runs, variant, made) for variant in VARIANTS}
+        prefixes = {variant: queued(url, args.runs, made, variant) for variant in VARIANTS}
         sql = {variant: _statements(prefixes[variant], variant) for variant in VARIANTS}
         took = in_turn(url, {variant: (variant, sql[variant]) for variant in VARIANTS}, args.batch)
         medians = {variant: statistics.median(took[variant]) for variant in VARIANTS}
