@@ -128,6 +128,7 @@ def _postgres() -> Engine | str:
     import psycopg
 
     from cairnflow_postgres import PostgresStore
+    from cairnflow_postgres.testing import drop_namespace
 
     def connect() -> Any:
         return psycopg.connect(url, autocommit=False)
@@ -155,6 +156,8 @@ def _postgres() -> Engine | str:
             ).fetchall()
             for (name,) in names:
                 conn.execute(f'DROP TABLE IF EXISTS "{name}" CASCADE')
+            # The migrations' trigger functions outlive their tables (each run left three).
+            drop_namespace(conn, prefix)
 
     return Engine(
         name="postgres",

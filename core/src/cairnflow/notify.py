@@ -68,16 +68,18 @@ class InlineNotifier(Notifier, Protocol):
     """
 
     def reserve_inline(self, channel: str) -> bool:
-        """Whether a hint of ``channel`` would go out now (the first of a quiet spell):
-        if so, it counts as sent now, and the caller sends it in its transaction. False:
-        the caller sends none, and its :meth:`notify` after the commit is coalesced as
-        usual."""
+        """Whether a hint of ``channel`` would go out now (no hint sent within the
+        notifier's window): if so, it counts as sent now, and the caller sends it in its
+        transaction. False: the caller sends none, and its :meth:`notify` after the
+        commit is coalesced as usual. Hints still pending may be left to that
+        transaction (:meth:`sent_inline`), never dropped if it rolls back."""
         ...
 
     def sent_inline(self, channel: str) -> None:
         """The transaction holding a reserved hint of ``channel`` committed: the next
         :meth:`notify` of ``channel`` from this thread (the one that follows that commit)
-        is covered by it, and sends nothing."""
+        is covered by it, and sends nothing; so may be the hints pending since before
+        the reservation (their runs committed before it)."""
         ...
 
 

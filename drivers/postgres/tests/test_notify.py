@@ -146,10 +146,52 @@ def test_the_first_hint_of_a_quiet_spell_goes_in_the_enqueue_and_no_second_follo
     client.enqueue_many([cf.Job("stamp"), cf.Job("stamp")])  # quiet again: a batch carries one
     assert (count(1.5), notifier.inline, notifier.sent) == (1, 2, 2)
     client.enqueue("stamp")
-    client.enqueue("stamp")  # inside the window: coalesced into a NOTIFY at its end
-    assert (count(2.0), notifier.inline, notifier.sent) == (2, 3, 4)
+    client.enqueue("stamp")  # inside the window: coalesced into a NOTIFY after its end
+    assert (count(2.5), notifier.inline, notifier.sent) == (2, 3, 4)
     client.enqueue("stamp", delay=3600)  # nothing due: no hint at all
     assert (count(0.5), notifier.inline, notifier.sent) == (0, 3, 4)
+
+
+def test_a_trailing_hint_rides_on_the_first_enqueue_after_the_window(
+    make_store: StoreFactory,
+    make_client: ClientFactory,
+    raw_listener: Callable[[str], Callable[[float], int]],
+) -> None:
+    """A hint inside a window waits for its end and half a window more (CARRY): an enqueue
+    in between carries a NOTIFY that covers it, and the sender sends none of its own."""
+    store = make_store(notify_debounce=2.0)
+    notifier = store.notifier
+    assert notifier is not None
+    count = raw_listener(store.channel)
+    client = make_client(store, stamp(), start=False)
+    client.enqueue("stamp")  # inline: the window starts (reserved before this returned)
+    first_returned = time.monotonic()
+    client.enqueue("stamp")  # inside the window: its hint is pending
+    # Past the window (2 s after the reservation), before the sender's turn (3 s after it).
+    time.sleep(max(0.0, first_returned + 2.2 - time.monotonic()))
+    client.enqueue("stamp")
+    # Two NOTIFYs, both inline: the sender's (before, at the window's end) made three.
+    assert (count(2.5), notifier.inline, notifier.sent) == (2, 2, 2)
+
+
+def test_a_pending_hint_outlives_an_enqueue_that_reserved_a_notify_and_rolled_back(
+    make_store: StoreFactory,
+    make_client: ClientFactory,
+    raw_listener: Callable[[str], Callable[[float], int]],
+) -> None:
+    store = make_store(notify_debounce=1.0)
+    notifier = store.notifier
+    assert notifier is not None
+    count = raw_listener(store.channel)
+    client = make_client(store, stamp(), start=False)
+    client.enqueue("stamp", key="held")  # inline
+    first_returned = time.monotonic()
+    client.enqueue("stamp")  # pending
+    time.sleep(max(0.0, first_returned + 1.1 - time.monotonic()))
+    with pytest.raises(cf.DuplicateRun):
+        client.enqueue("stamp", key="held")  # reserves a NOTIFY, which its rollback drops
+    # The pending hint is the sender's to send again: the first NOTIFY, then that one.
+    assert (count(3.0), notifier.inline, notifier.sent) == (2, 2, 3)
 
 
 def test_a_refused_enqueue_sends_no_hint_and_covers_none(
@@ -185,8 +227,8 @@ def test_a_hint_is_not_taken_for_covered_by_an_earlier_clients_enqueue(
     quiet = make_client(store, stamp(), start=False, notifier=False)
     loud = make_client(store, stamp(), start=False)
     quiet.enqueue("stamp")  # inline; no hint of its own follows to take the mark
-    loud.enqueue("stamp")  # inside the window: not inline, its hint goes at the window's end
-    assert count(2.0) == 2
+    loud.enqueue("stamp")  # inside the window: not inline, its hint goes after the window
+    assert count(2.5) == 2
     assert store.notifier is not None and (store.notifier.inline, store.notifier.sent) == (1, 2)
 
 

@@ -31,7 +31,8 @@ the ``pg_notify`` goes in the one statement of a one-run enqueue, or in the
 pipeline of a batch, so the listeners wake at the commit that makes the runs
 visible instead of one round trip after it; the client's hint that follows is
 then covered (:meth:`InlineNotifier.sent_inline`). Later hints inside the
-notifier's debounce window are coalesced as before.
+notifier's debounce window are coalesced, and the first enqueue after the window
+carries them (Postgres's notifier: ``cairnflow_postgres._notify``).
 """
 
 from __future__ import annotations
