@@ -159,7 +159,7 @@ def test_a_trailing_hint_rides_on_the_first_enqueue_after_the_window(
 ) -> None:
     """A hint inside a window waits for its end and half a window more (CARRY): an enqueue
     in between carries a NOTIFY that covers it, and the sender sends none of its own."""
-    store = make_store(notify_debounce=2.0)
+    store = make_store(notify_debounce=3.0)
     notifier = store.notifier
     assert notifier is not None
     count = raw_listener(store.channel)
@@ -167,8 +167,9 @@ def test_a_trailing_hint_rides_on_the_first_enqueue_after_the_window(
     client.enqueue("stamp")  # inline: the window starts (reserved before this returned)
     first_returned = time.monotonic()
     client.enqueue("stamp")  # inside the window: its hint is pending
-    # Past the window (2 s after the reservation), before the sender's turn (3 s after it).
-    time.sleep(max(0.0, first_returned + 2.2 - time.monotonic()))
+    # Past the window (3 s after the reservation), before the sender's turn (4.5 s after
+    # it): 1.3 s for a stalled scheduler.
+    time.sleep(max(0.0, first_returned + 3.2 - time.monotonic()))
     client.enqueue("stamp")
     # Two NOTIFYs, both inline: the sender's (before, at the window's end) made three.
     assert (count(2.5), notifier.inline, notifier.sent) == (2, 2, 2)
@@ -179,7 +180,7 @@ def test_a_pending_hint_outlives_an_enqueue_that_reserved_a_notify_and_rolled_ba
     make_client: ClientFactory,
     raw_listener: Callable[[str], Callable[[float], int]],
 ) -> None:
-    store = make_store(notify_debounce=1.0)
+    store = make_store(notify_debounce=3.0)
     notifier = store.notifier
     assert notifier is not None
     count = raw_listener(store.channel)
@@ -187,11 +188,12 @@ def test_a_pending_hint_outlives_an_enqueue_that_reserved_a_notify_and_rolled_ba
     client.enqueue("stamp", key="held")  # inline
     first_returned = time.monotonic()
     client.enqueue("stamp")  # pending
-    time.sleep(max(0.0, first_returned + 1.1 - time.monotonic()))
+    time.sleep(max(0.0, first_returned + 3.2 - time.monotonic()))  # as in the test above
     with pytest.raises(cf.DuplicateRun):
         client.enqueue("stamp", key="held")  # reserves a NOTIFY, which its rollback drops
-    # The pending hint is the sender's to send again: the first NOTIFY, then that one.
-    assert (count(3.0), notifier.inline, notifier.sent) == (2, 2, 3)
+    # The pending hint is the sender's to send again (4.5 s after that reservation): the
+    # first NOTIFY, then that one.
+    assert (count(6.5), notifier.inline, notifier.sent) == (2, 2, 3)
 
 
 def test_a_refused_enqueue_sends_no_hint_and_covers_none(
