@@ -269,7 +269,7 @@ def test_runs_made_before_027_are_kept_and_run_after_it(
 
 
 @pytest.mark.parametrize("drop", ["drop_tables", "drop_namespace"])
-def test_dropping_a_namespace_leaves_none_of_its_tables(
+def test_dropping_a_namespace_leaves_none_of_its_tables_nor_functions(
     make_store: StoreFactory, admin_conn: psycopg.Connection[Any], drop: str
 ) -> None:
     store = make_store()
@@ -281,12 +281,22 @@ def test_dropping_a_namespace_leaves_none_of_its_tables(
         )
         return [name for (name,) in rows.fetchall()]
 
+    def functions() -> list[str]:
+        rows = admin_conn.execute(
+            "SELECT proname FROM pg_proc WHERE proname LIKE %s ORDER BY 1", (prefix + "%",)
+        )
+        return [name for (name,) in rows.fetchall()]
+
     assert tables() == sorted(store.table_names())  # the leaders table among them
+    assert len(functions()) == 3  # the trigger functions
     if drop == "drop_tables":
         store.drop_tables()
     else:
         drop_namespace(admin_conn, prefix)  # what test suites clean up with (TABLES)
-    assert tables() == []
+    assert (tables(), functions()) == ([], [])
+    # Nothing of it is left to refuse the namespace's first migration, run again.
+    store.migrate()
+    assert tables() == sorted(store.table_names())
 
 
 def test_a_newer_schema_and_a_changed_migration_are_refused(

@@ -198,6 +198,11 @@ class Dialect:
     no error (Postgres, SQLite; MySQL: a no-op ``ON DUPLICATE KEY UPDATE``)."""
     now_sql: str | None = None
     """A SELECT of the server's time in Unix nanoseconds (``Cap.DATABASE_CLOCK``); None: none."""
+    namespace_routines: tuple[str, ...] = ()
+    """The functions a namespace's migrations create beside its tables (without arguments,
+    named by the prefix and these names: Postgres's trigger functions), which dropping its
+    tables does not drop; ``drop_tables`` drops them after the tables. Triggers themselves
+    go with their tables on every engine."""
     batch_statements = False
     """True: a batch of successes is one ``UPDATE`` (a ``CASE`` on the step id), one round
     trip to a server. False: the single-row statement through ``executemany`` (an embedded

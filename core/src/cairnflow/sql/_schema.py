@@ -161,7 +161,8 @@ class Schema(Part):
                 ) from error
 
     def drop_tables(self) -> None:
-        """Drop every table of this namespace, the ledger included. Irreversible."""
+        """Drop every table of this namespace, the ledger included, and the functions its
+        migrations made (:attr:`Dialect.namespace_routines`). Irreversible."""
         tables = self.context.tables
         with self._tx.connections.connection() as conn:
             cursor = conn.cursor()
@@ -171,6 +172,13 @@ class Schema(Part):
                 for table in [t for t in reversed(TABLES) if t != "migrations"] + ["migrations"]:
                     self._dialect.begin_migration(cursor)
                     cursor.execute(f"DROP TABLE IF EXISTS {getattr(tables, table)}")
+                    conn.commit()
+                # Then the trigger functions, which outlive their tables (left behind, the
+                # namespace's first migration would meet them again, and refuse).
+                for routine in self._dialect.namespace_routines:
+                    name = tables.qualifier + self._dialect.quote(tables.prefix + routine)
+                    self._dialect.begin_migration(cursor)
+                    cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
                     conn.commit()
             except Exception:
                 rollback_quietly(conn)

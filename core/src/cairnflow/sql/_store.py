@@ -349,10 +349,11 @@ class SQLStore:
         self._schema.check(self.capabilities)
 
     def drop_tables(self) -> None:
-        """Drop every table of this namespace, the ledger included. Irreversible.
+        """Drop every table of this namespace, the ledger included, and the functions its
+        migrations made (Postgres's trigger functions). Irreversible.
 
         For test suites on shared servers and for uninstalling; nothing else
-        in cairnflow ever drops a table.
+        in cairnflow ever drops a table. The namespace can be migrated again.
         """
         self._schema.drop_tables()
 

@@ -326,6 +326,8 @@ class PostgresDialect(Dialect):
     # clock_timestamp() moves during a transaction (now() would not); microseconds, as integer
     # nanoseconds. EXTRACT returns numeric from Postgres 14 on, so the product is exact.
     now_sql = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint * 1000"
+    namespace_routines = ("record_step", "lifecycle_step", "lifecycle_run")
+    """The trigger functions of migrations 017 and 021 (their triggers go with the tables)."""
 
     def __init__(self) -> None:
         self._lazy: set[int] = set()

@@ -10,6 +10,7 @@ from psycopg import sql
 
 from cairnflow.sql import TABLES
 
+from ._dialect import PostgresDialect
 from ._store import PostgresStore
 
 __all__ = ["TABLES", "drop_namespace", "make_store", "unique_prefix"]
@@ -46,7 +47,7 @@ def drop_namespace(conn: psycopg.Connection[Any], prefix: str, schema: str | Non
     for table in TABLES:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(prefix + table)))
     # The trigger functions of the migrations (their triggers went with their tables).
-    for function in ("record_step", "lifecycle_step", "lifecycle_run"):
+    for function in PostgresDialect.namespace_routines:
         conn.execute(
             sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(prefix + function))
         )
