@@ -9,8 +9,9 @@
 
 Built the way the conformance kit's README ("Write a driver", the SQL path)
 says: a :class:`~cairnflow.sql.Dialect`, a :class:`~cairnflow.sql.QueuePool`,
-migrations rendered by :func:`cairnflow.sql.reference.reference_migrations`,
-and an entry point.
+migrations rendered by :func:`cairnflow.sql.reference.reference_migrations`
+and one of its own (``019_byte_order``: text compared byte for byte), and an
+entry point.
 """
 
 from ._dialect import Pg8000Dialect, advisory_key, classify
