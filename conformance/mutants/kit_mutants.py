@@ -330,6 +330,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "wait_branch",
         "a wait whose timeout passes fails its run though it names a branch",
     ),
+    Mutant(
+        "forced-compensations-held",
+        f"{SQL}/_timing.py",
+        "WHERE id IN ({ids}) AND forced = 0 AND status IN ({unfinished}, 'skipped')",
+        "WHERE id IN ({ids}) AND forced = 0 AND status IN ({unfinished})",
+        "force_run",
+        "a forced run's compensations are held by the pause it passed: it never ends",
+    ),
 )
 
 

@@ -214,6 +214,42 @@ class ForceRunTests:
         assert [kit.stored_step(r, "a").attempt for r in held] == [0, 0, 0]
         assert [(p.kind, p.name) for p in operator.pauses()] == [(PauseKind.QUEUE, "kit-q-through")]
 
+    @proves(Cap.FORCE_RUN, requires=[Cap.PAUSE_QUEUE, Cap.COMPENSATION])
+    def test_a_forced_run_compensates_through_a_paused_queue(self, cairnflow_kit: Kit) -> None:
+        # Compensations wait, skipped, until their run fails: forced before that, they pass
+        # the pause as its other steps do, or the run would stay active, half undone.
+        kit = cairnflow_kit
+        undone: list[str] = []
+        saga = cf.Workflow("kit-forced-saga", queue="kit-q-saga")
+
+        @saga.step
+        def charge(ctx: cf.StepContext, order: int) -> str:
+            return f"charged {order}"
+
+        @saga.step(after=[charge])
+        def ship(ctx: cf.StepContext, charged: str) -> None:
+            raise cf.Permanent("the courier refused the parcel")
+
+        @saga.compensation(for_=charge)
+        def refund(ctx: cf.StepContext, charged: str) -> str:
+            undone.append(charged)
+            return "refunded"
+
+        operator = kit.client(saga, start=False)
+        operator.pause_queue("kit-q-saga")
+        held = operator.enqueue("kit-forced-saga", 1)
+        forced = operator.enqueue("kit-forced-saga", 2)
+        assert operator.force_run(forced) is True
+        client = kit.client(saga)
+        info = client.wait(forced, timeout=TIMEOUT)
+        assert info.status is cf.Status.FAILED
+        assert info.error is not None
+        assert info.error.step == "ship"
+        assert info.steps["refund"].status is cf.StepStatus.SUCCEEDED
+        assert undone == ["charged 2"]
+        assert kit.stored_output(forced, "refund") == "refunded"
+        assert kit.stored_step(held, "charge").attempt == 0  # the pause still holds the other
+
     @proves(Cap.FORCE_RUN, requires=[Cap.PAUSE_WORKFLOW])
     def test_a_forced_run_passes_a_paused_workflow(self, cairnflow_kit: Kit) -> None:
         kit = cairnflow_kit

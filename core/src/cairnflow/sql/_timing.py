@@ -52,10 +52,12 @@ FORCE_READY = """
             UPDATE {steps} SET status = 'ready', due_at = ?
             WHERE id IN ({ids}) AND status = 'scheduled'"""
 
-# Every unfinished step of the run passes the pauses from now on.
+# Every step of the run that can still run passes the pauses from now on: the unfinished
+# ones, and the skipped (a compensation is stored skipped until its run fails, then started;
+# the store's own memory of the run's force is this flag on each row).
 FORCE_THROUGH_PAUSES = """
             UPDATE {steps} SET forced = 1
-            WHERE id IN ({ids}) AND forced = 0 AND status IN ({unfinished})"""
+            WHERE id IN ({ids}) AND forced = 0 AND status IN ({unfinished}, 'skipped')"""
 
 # Anything claimable now on these queues: the claim's predicate, for every queue at once,
 # stopped at the first row of the ready index. The pauses are counted by primary-key probes
@@ -116,7 +118,7 @@ class TimingQueries:
         return self._force_ready.format(ids=marks(len(step_ids))), (now, *step_ids)
 
     def force_pass(self, step_ids: Sequence[str]) -> Statement:
-        """Let the unfinished steps of ``step_ids`` pass every pause."""
+        """Let the unfinished and skipped steps of ``step_ids`` pass every pause."""
         return self._force_pass.format(ids=marks(len(step_ids))), tuple(step_ids)
 
     def due_ready(self, workflows: Sequence[str], queues: Sequence[str]) -> Statement:
@@ -148,7 +150,7 @@ _NOT_STARTED = {
 }
 _STARTS = {StepStatus.READY.value, StepStatus.SCHEDULED.value}
 """The steps a reschedule moves: those due at the run's start (not blocked, nor skipped)."""
-_UNFINISHED = {
+_MAY_RUN = {
     status.value
     for status in (
         StepStatus.BLOCKED,
@@ -157,8 +159,10 @@ _UNFINISHED = {
         StepStatus.RUNNING,
         StepStatus.SLEEPING,
         StepStatus.WAITING,
+        StepStatus.SKIPPED,  # a compensation, started when its run fails
     )
 }
+"""The steps a forced run lets pass the pauses: any that may still run."""
 
 
 class Timing(Part):
@@ -210,12 +214,12 @@ class Timing(Part):
             if steps is None:
                 return False
             scheduled = [i for i, s, _ in steps if s == StepStatus.SCHEDULED.value]
-            unfinished = [i for i, s, _ in steps if s in _UNFINISHED]
+            may_run = [i for i, s, _ in steps if s in _MAY_RUN]
             changed = 0
             if scheduled:
                 changed += self._execute(cur, *q.force_ready(now, scheduled)).rowcount
-            if unfinished:
-                changed += self._execute(cur, *q.force_pass(unfinished)).rowcount
+            if may_run:
+                changed += self._execute(cur, *q.force_pass(may_run)).rowcount
             return changed > 0
 
         return self._tx.run(work)
