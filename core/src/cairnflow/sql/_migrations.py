@@ -20,7 +20,8 @@ from ._tables import Tables
 
 __all__ = ["Migration", "load_migrations", "split_statements"]
 
-_FILE = re.compile(r"(\d{3})_([a-z0-9_]+)\.sql")
+MIGRATION_FILE = re.compile(r"(\d{3})_([a-z0-9_]+)\.sql")
+"""A migration file's name: its number (three digits) and its name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ def load_migrations(package: str, directory: str = "migrations") -> tuple[Migrat
     """Read ``NNN_name.sql`` files from ``package``'s ``directory``, numbered from 001, no gap."""
     found: list[Migration] = []
     for entry in resources.files(package).joinpath(directory).iterdir():
-        match = _FILE.fullmatch(entry.name)
+        match = MIGRATION_FILE.fullmatch(entry.name)
         if match is None:
             continue
         found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))

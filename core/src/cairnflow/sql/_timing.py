@@ -53,8 +53,8 @@ FORCE_READY = """
             WHERE id IN ({ids}) AND status = 'scheduled'"""
 
 # Every step of the run that can still run passes the pauses from now on: the unfinished
-# ones, and the skipped (a compensation is stored skipped until its run fails, then started;
-# the store's own memory of the run's force is this flag on each row).
+# ones, and the skipped (a compensation is stored skipped until its run fails, then started).
+# The layer keeps a run's force as this flag on each of its steps.
 FORCE_THROUGH_PAUSES = """
             UPDATE {steps} SET forced = 1
             WHERE id IN ({ids}) AND forced = 0 AND status IN ({unfinished}, 'skipped')"""

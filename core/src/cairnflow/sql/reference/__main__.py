@@ -12,14 +12,12 @@ shipped migration is frozen: one already there is left alone, and reported
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._migrations import MIGRATION_FILE
 from . import TYPES, reference_migrations
-
-_FILE = re.compile(r"(\d{3})_(\w+)\.sql")
 
 
 def render_into(directory: Path, types: str) -> tuple[list[Path], list[Path]]:
@@ -27,7 +25,7 @@ def render_into(directory: Path, types: str) -> tuple[list[Path], list[Path]]:
     shipped: dict[str, Path] = {}
     last = 0
     for path in directory.iterdir():
-        match = _FILE.fullmatch(path.name)
+        match = MIGRATION_FILE.fullmatch(path.name)
         if match is not None:
             shipped[match[2]] = path
             last = max(last, int(match[1]))
