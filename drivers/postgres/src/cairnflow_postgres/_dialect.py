@@ -101,7 +101,11 @@ SESSION_SETTINGS = CLAIM_SETTINGS.replace("true)", "false)")
 are given when the pool makes them (:func:`plan_for_claims`). Only claims run there: on the
 store's main pool, session-wide, ``enable_sort = off`` made an outcome batch's locking read
 (``ORDER BY r.id FOR UPDATE OF r``) walk the runs' whole id index instead of sorting its few
-rows (28 ms a batch; W2 1,900 -> 550 runs/s, 2026-12-03)."""
+rows (28 ms a batch; W2 1,900 -> 550 runs/s, 2026-12-03). ``synchronous_commit`` stays on
+here, though a claim's flush is a fifth of an idle worker's enqueue -> start (p50 3.12 ->
+2.47 ms without it, 2026-12-05): a claim lost in a server crash would be handed out again
+under the same attempt number, and a step that crashes the server would never use up its
+attempts (docs/benchmarks.md, twentieth session)."""
 
 _planned: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections whose session has :data:`SESSION_SETTINGS`: a claim on them sends no
