@@ -255,9 +255,12 @@ def test_runs_made_before_027_are_kept_and_run_after_it(
     plain = before.enqueue_many([cf.Job("simple", n) for n in range(2, 5)])
     new = make_store(prefix=old.tables.prefix, migrate=False)
     assert new.migrate() == ["027_byte_order"]
-    after = make_client(new, simple())
-    with pytest.raises(cf.DuplicateRun):  # the key's unique index, rebuilt, still holds it
+    after = make_client(new, simple(), start=False)
+    # Before the client starts, while the keyed run is unfinished: the key's unique index,
+    # rebuilt, still holds it (a finished run gives its key up).
+    with pytest.raises(cf.DuplicateRun):
         after.enqueue("simple", 9, key="k1")
+    after.start()
     for ref in (keyed, *plain):
         assert after.wait(ref, timeout=30).status == "succeeded"
     found = new.list_runs(RunQuery(tenant="acme", labels={"team": "Zeta"}))

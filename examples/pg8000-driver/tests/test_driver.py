@@ -157,9 +157,11 @@ def test_runs_made_before_019_are_kept_and_run_after_it(pg8000_url: str, namespa
         assert new.migrate() == ["019_byte_order"]
         after = cf.Client(new, workers=2, poll_interval=0.1)
         after.register(simple)
+        # Before the client starts, while the keyed run is unfinished: the key's unique
+        # index, rebuilt, still holds it (a finished run gives its key up).
+        with pytest.raises(cf.DuplicateRun):
+            after.enqueue("simple", 9, key="k1")
         with after:
-            with pytest.raises(cf.DuplicateRun):  # the key's unique index, rebuilt, holds it
-                after.enqueue("simple", 9, key="k1")
             for ref in (keyed, *plain):
                 assert after.wait(ref, timeout=30).status == "succeeded"
         found = new.list_runs(RunQuery(tenant="acme", labels={"team": "Zeta"}))
