@@ -29,7 +29,7 @@ from ._dialect import Cursor, Statement
 from ._parts import Context, Part
 from ._queries import marks
 from ._rows import LockedRun, to_text
-from ._statements import render
+from ._statements import UNFINISHED, render
 from ._transactions import Rollback
 
 __all__ = ["Timing", "TimingQueries"]
@@ -150,19 +150,9 @@ _NOT_STARTED = {
 }
 _STARTS = {StepStatus.READY.value, StepStatus.SCHEDULED.value}
 """The steps a reschedule moves: those due at the run's start (not blocked, nor skipped)."""
-_MAY_RUN = {
-    status.value
-    for status in (
-        StepStatus.BLOCKED,
-        StepStatus.SCHEDULED,
-        StepStatus.READY,
-        StepStatus.RUNNING,
-        StepStatus.SLEEPING,
-        StepStatus.WAITING,
-        StepStatus.SKIPPED,  # a compensation, started when its run fails
-    )
-}
-"""The steps a forced run lets pass the pauses: any that may still run."""
+_MAY_RUN = frozenset((*UNFINISHED, StepStatus.SKIPPED.value))
+"""The steps a forced run lets pass the pauses: any that may still run (the unfinished, and
+a compensation, skipped until its run fails): ``FORCE_THROUGH_PAUSES``'s statuses."""
 
 
 class Timing(Part):
