@@ -372,6 +372,118 @@ def test_a_plugin_that_deselects_kit_tests_makes_a_subset_run(
     assert report(pytester)["gate"] == "warning"
 
 
+# -- a focused suite (capabilities_under_test) ----------------------------------------------
+def run_report_command(pytester: pytest.Pytester) -> tuple[int, str]:
+    """``python -m cairnflow_conformance.report report.json``: its exit code and output."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = report_command([str(pytester.path / "report.json")])
+    return code, out.getvalue()
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["in-process", "xdist"])
+def test_a_focused_suite_runs_and_judges_only_what_it_puts_under_test(
+    pytester: pytest.Pytester, xdist: bool
+) -> None:
+    if xdist:
+        pytest.importorskip("xdist")
+    project(pytester, suite="capabilities_under_test = frozenset({'snooze'})")
+    result = run(pytester, *(["-n", "2"] if xdist else []))
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*3 declared, 1 under test (snooze), 1 proven*",
+            "*proof gate passed: every kit test of every capability under test passed*",
+        ]
+    )
+    data = report(pytester)
+    assert data["subset"] == []  # the tests left out were not deselected: no subset run
+    assert (data["under_test"], data["gate"], data["unproven"]) == (["snooze"], "passed", [])
+    assert data["declared"] == ["result", "run_query", "snooze"]
+    assert list(data["proven"]) == ["snooze"]
+    assert data["proven"]["snooze"]
+    # Only the focus ran, with the baseline: no test proving, needing or refusing another.
+    ran = [t for t in data["tests"] if t["outcome"] != "skipped"]
+    assert ran
+    for test in ran:
+        touched = {*test["proves"], *test["requires"], *test["refuses"]}
+        assert touched == {"snooze"} or not (test["proves"] or test["refuses"]), test
+    assert any(not (t["proves"] or t["refuses"]) for t in ran)  # the baseline ran too
+    assert len(data["tests"]) < len(proving_tests()[Cap.SNOOZE]) + 20
+    code, printed = run_report_command(pytester)
+    assert code == 0, printed
+    assert "under test (1): snooze (focused)" in printed
+    assert "declared == proven (of what was under test)" in printed
+
+
+def test_a_focused_suite_fails_on_a_proof_of_its_focus_held_back(
+    pytester: pytest.Pytester,
+) -> None:
+    body = "capabilities_under_test = {cf.Cap.SNOOZE}\n" + xfail_overrides(Cap.SNOOZE)
+    project(pytester, suite="import cairnflow as cf\n" + body)
+    result = run(pytester)
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["*proof gate FAILED: under test but unproven: snooze*"])
+    data = report(pytester)
+    assert (data["gate"], data["unproven"]) == ("failed", ["snooze"])
+    code, printed = run_report_command(pytester)
+    assert code == 1
+    assert "NOT ACCEPTED" in printed and "unproven snooze" in printed
+
+
+def test_a_focus_the_store_does_not_declare_is_unproven(pytester: pytest.Pytester) -> None:
+    project(pytester, suite="capabilities_under_test = ['snooze', 'sleep']")
+    result = run(pytester)
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*UNPROVEN: sleep (under test, but the store does not declare it)*",
+            "*proof gate FAILED: under test but unproven: sleep*",
+        ]
+    )
+    data = report(pytester)
+    assert data["under_test"] == ["sleep", "snooze"]
+    assert (data["unproven"], list(data["proven"])) == (["sleep"], ["snooze"])
+
+
+def test_a_suite_focused_and_a_whole_suite_on_one_target_judge_every_capability(
+    pytester: pytest.Pytester,
+) -> None:
+    # The whole kit ran on the target too: every declared capability is judged.
+    project(pytester, suite="capabilities_under_test = {'snooze'}")
+    pytester.makepyfile(
+        test_whole="""
+        from cairnflow_conformance import ConformanceSuite
+
+        class TestWhole(ConformanceSuite):
+            pass
+        """
+    )
+    result = run(pytester)
+    assert result.ret == 0, result.stdout.str()
+    data = report(pytester)
+    assert (data["under_test"], data["unproven"]) == (None, [])
+    assert sorted(data["proven"]) == ["result", "run_query", "snooze"]
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("{'snoze'}", "unknown capability 'snoze' in TestBare.capabilities_under_test"),
+        ("frozenset()", "TestBare.capabilities_under_test names no capability"),
+        ("'snooze'", "TestBare.capabilities_under_test must be a set of capabilities"),
+    ],
+    ids=["unknown", "empty", "a-string"],
+)
+def test_a_bad_focus_is_a_collection_error(
+    pytester: pytest.Pytester, value: str, says: str
+) -> None:
+    project(pytester, suite=f"capabilities_under_test = {value}")
+    result = run(pytester)
+    assert result.ret == 2, result.stdout.str()
+    result.stdout.fnmatch_lines([f"*{says}*"])
+
+
 def test_a_missing_target_fixture_says_what_to_write(pytester: pytest.Pytester) -> None:
     project(pytester, target=False)
     result = run(pytester, "-k", "plain_run")

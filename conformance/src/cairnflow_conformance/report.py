@@ -14,6 +14,13 @@ an unrelated passing test must not cover for the one that shows the store
 wrong. Each test that holds a capability back is named in ``why_unproven``
 with its outcome and reason, so a refusal always says what to fix.
 
+A suite that puts only some capabilities under test
+(``ConformanceSuite.capabilities_under_test``: a notifier's suite, say) gives a
+target whose ``under_test`` lists them: only those are judged (``unproven``,
+the gate, the command below), and one the store does not declare is unproven
+(the suite proves nothing of it); the store's other capabilities are proven by
+its own whole-kit run. ``under_test`` is null for a whole-kit run.
+
 ``python -m cairnflow_conformance.report PATH`` prints a summary of a written
 report and exits 1 unless every target declared exactly what it proved,
 saying why when it does not.
@@ -41,6 +48,7 @@ __all__ = [
     "TestRecord",
     "build_report",
     "explain",
+    "judged",
     "main",
     "summarize",
     "write_report",
@@ -126,7 +134,9 @@ class TargetResult:
     baseline: dict[str, list[str]] = field(default_factory=dict)
     tests: list[dict[str, Any]] = field(default_factory=list)
     untested: list[str] = field(default_factory=list)
-    """Declared capabilities that no kit test proves at all (yet)."""
+    """Judged capabilities that no kit test proves at all (yet)."""
+    under_test: list[str] | None = None
+    """What a focused suite put under test (None: the whole kit ran on this target)."""
 
     @property
     def key(self) -> str:
@@ -139,9 +149,14 @@ class TargetResult:
         return list(self.target["declared"])
 
     @property
+    def judged(self) -> list[str]:
+        """The capabilities the gate judges: every declared one, or those under test."""
+        return judged(self.declared, self.under_test)
+
+    @property
     def unproven(self) -> list[str]:
-        """Declared capabilities whose kit tests did not all pass on this store."""
-        return [c for c in self.declared if c not in self.proven]
+        """Judged capabilities whose kit tests did not all pass on this store."""
+        return [c for c in self.judged if c not in self.proven]
 
     @property
     def broken(self) -> bool:
@@ -153,6 +168,11 @@ class TargetResult:
         if not self.unproven:
             return "passed"
         return "warning" if subset else "failed"
+
+
+def judged(declared: Iterable[str], under_test: Iterable[str] | None) -> list[str]:
+    """The capabilities a gate judges: all of ``declared``, or those ``under_test``."""
+    return list(declared) if under_test is None else sorted(under_test)
 
 
 def _add(table: dict[str, list[str]], caps: Iterable[str], nodeid: str) -> None:
@@ -191,7 +211,13 @@ def _judge(
     """
     declared = result.declared
     suites = sorted({str(r.static["suite"]) for rs in ran.values() for r in rs})
-    for cap in declared:
+    for cap in result.judged:
+        if cap not in declared:
+            result.why_unproven[cap] = {
+                "reason": "under test, but the store does not declare it",
+                "tests": [],
+            }
+            continue
         names = sorted(n for n, proof in kit.items() if cap in proof.proves)
         if not names:
             result.why_unproven[cap] = {"reason": "no kit test proves it yet", "tests": []}
@@ -240,6 +266,7 @@ def summarize(records: Iterable[TestRecord], kit: Mapping[str, KitProof]) -> lis
     that has no record for a target did not run there.
     """
     results: dict[str, TargetResult] = {}
+    whole: set[str] = set()  # targets a whole-kit suite ran on: every declared cap is judged
     ran: dict[str, dict[str, list[TestRecord]]] = {}
     stopped: dict[tuple[str, str], list[TestRecord]] = {}
     for record in records:
@@ -252,6 +279,11 @@ def summarize(records: Iterable[TestRecord], kit: Mapping[str, KitProof]) -> lis
         result = results.get(record.target["key"])
         if result is None:
             result = results[record.target["key"]] = TargetResult(record.target)
+        under_test = record.static.get("under_test")
+        if under_test is None:
+            whole.add(result.key)
+        else:
+            result.under_test = sorted({*(result.under_test or ()), *under_test})
         outcome = record.outcome
         proves = record.caps("proves")
         refuses = record.caps("refuses")
@@ -281,7 +313,9 @@ def summarize(records: Iterable[TestRecord], kit: Mapping[str, KitProof]) -> lis
             _add(result.xfailed, [*proves, *refuses], record.nodeid)
     tested = {cap for proof in kit.values() for cap in proof.proves}
     for result in results.values():
-        result.untested = [c for c in result.declared if c not in tested]
+        if result.key in whole:
+            result.under_test = None
+        result.untested = [c for c in result.judged if c not in tested]
         _judge(result, ran.get(result.key, {}), kit, stopped)
         for table in (result.refused, result.skipped, result.failed, result.xfailed):
             for cap in table:
@@ -324,6 +358,7 @@ def _target_report(result: TargetResult, subset: bool) -> dict[str, Any]:
         "spi_version": target["spi_version"],
         "server": target["server"],
         "declared": sorted(result.declared),
+        "under_test": result.under_test,
         "proven": dict(sorted(result.proven.items())),
         "unproven": sorted(result.unproven),
         "why_unproven": dict(sorted(result.why_unproven.items())),
@@ -368,6 +403,12 @@ def write_report(path: Path, report: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def _judged(target: Mapping[str, Any]) -> list[str]:
+    """What the gate judged on a reported ``target`` (a report without ``under_test``:
+    every declared capability)."""
+    return judged(target["declared"], target.get("under_test"))
+
+
 def _targets(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if "targets" in report:
         return list(report["targets"])
@@ -383,7 +424,7 @@ def _refusals(report: Mapping[str, Any], targets: Sequence[Mapping[str, Any]]) -
     if subset:
         why.append("a subset run is no verdict")
     for target in targets:
-        unproven = sorted(set(target["declared"]) - set(target["proven"]))
+        unproven = sorted(set(_judged(target)) - set(target["proven"]))
         if unproven:
             why_unproven = target.get("why_unproven", {})
             held = [t for c in unproven for t in _held_tests(why_unproven.get(c, {}), subset)]
@@ -408,14 +449,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = json.loads(args.path.read_text(encoding="utf-8"))
     targets = _targets(report)
     for target in targets:
-        declared = set(target["declared"])
+        declared = set(_judged(target))  # what the gate judged: all, or what was under test
         proven = set(target["proven"]) & declared
         driver = target["driver"]
         print(
             f"{target['target']}: {driver['distribution']} {driver['version']}, "
             f"SPI {target['spi_version']}, server {target['server'] or '-'}"
         )
-        print(f"  declared ({len(declared)}): {', '.join(sorted(declared)) or '-'}")
+        if target.get("under_test") is not None:
+            print(f"  under test ({len(declared)}): {', '.join(sorted(declared))} (focused)")
+        else:
+            print(f"  declared ({len(declared)}): {', '.join(sorted(declared)) or '-'}")
         print(f"  proven   ({len(proven)}): {', '.join(sorted(proven)) or '-'}")
         print(f"  refused: {', '.join(sorted(target['refused'])) or '-'}")
         why = dict(target.get("why_unproven", {}))
@@ -426,7 +470,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report.get("subset"):
         print(f"subset run: {'; '.join(report['subset'])}")
     refusals = _refusals(report, targets)
-    verdict = "NOT ACCEPTED: " + "; ".join(refusals) if refusals else "declared == proven"
+    focused = any(t.get("under_test") is not None for t in targets)
+    accepted = "declared == proven" + (" (of what was under test)" if focused else "")
+    verdict = "NOT ACCEPTED: " + "; ".join(refusals) if refusals else accepted
     print(f"exit status {report.get('exit_status')}: {verdict}")
     return 1 if refusals else 0
 

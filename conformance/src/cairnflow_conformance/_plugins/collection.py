@@ -9,7 +9,12 @@ collection error naming them, so the session stops before a test runs:
   says "known not to pass yet"; it proves nothing and holds its capability
   unproven, so the proof gate fails while the store declares it);
 * a kit test function marked ``skip``/``xfail`` in place (the mark would land on
-  the kit's shared function, for every suite in the session).
+  the kit's shared function, for every suite in the session);
+* a suite's ``capabilities_under_test`` naming an unknown capability, or none.
+
+A suite with ``capabilities_under_test`` (:func:`~cairnflow_conformance.suite.suite_focus`)
+keeps only the kit tests in its focus (:func:`~cairnflow_conformance.suite.in_focus`):
+the others are removed here, not deselected, so the run is no subset run.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from typing import Any
 
 import pytest
 
+from cairnflow import Cap
+
 from .._markers import PROVES, REFUSES, KitMarks, UnknownCapability
-from ..suite import ConformanceSuite, kit_tests
+from ..suite import ConformanceSuite, in_focus, kit_tests, suite_focus
 
 __all__ = ["STATIC_PROPERTY", "is_suite_item", "item_marks", "override_problems"]
 
@@ -107,6 +114,10 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     suite = _suite_class(collector)
     if suite is not None:
         problems.extend(override_problems(suite))
+        try:
+            suite_focus(suite)
+        except (UnknownCapability, ValueError) as error:
+            problems.append(str(error))
     for node in report.result:
         if isinstance(node, pytest.Item):
             try:
@@ -142,9 +153,23 @@ def item_marks(item: pytest.Item) -> KitMarks | None:
     return KitMarks.from_marks(getattr(kit_function, "pytestmark", []), item.nodeid)
 
 
+def _runs(item: pytest.Item) -> bool:
+    """False for a kit test outside its suite's focus (a driver's own test always runs)."""
+    focus = _focus(item)
+    marks = item_marks(item) if focus is not None else None
+    return marks is None or in_focus(marks, focus)
+
+
+def _focus(item: pytest.Item) -> frozenset[Cap] | None:
+    """The capabilities ``item``'s suite puts under test (None: the whole kit, or no suite)."""
+    cls = getattr(item, "cls", None)
+    return suite_focus(cls) if is_suite_item(item) and cls is not None else None
+
+
 def _static(item: pytest.Item) -> dict[str, Any] | None:
     marks = item_marks(item)
     suite = is_suite_item(item)
+    focus = _focus(item)
     if marks is None and not suite:
         return None
     function = getattr(item, "function", None)
@@ -157,12 +182,15 @@ def _static(item: pytest.Item) -> dict[str, Any] | None:
         "proves": sorted(c.value for c in marks.proves) if marks else [],
         "requires": sorted(c.value for c in marks.requires) if marks else [],
         "refuses": sorted(c.value for c in marks.refuses) if marks else [],
+        "under_test": None if focus is None else sorted(c.value for c in focus),
     }
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Attach what collection knows to each kit test, so it travels on its reports."""
+    """Keep a focused suite's tests in its focus; attach what collection knows to each
+    kit test, so it travels on its reports."""
+    items[:] = [item for item in items if _runs(item)]
     for item in items:
         static = _static(item)
         if static is not None:

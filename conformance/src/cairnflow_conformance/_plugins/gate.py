@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from cairnflow import Cap
+
 from .._markers import KitMarks
 from ..report import (
     KitProof,
@@ -28,7 +30,7 @@ from ..report import (
     summarize,
     write_report,
 )
-from ..suite import kit_tests
+from ..suite import focused_kit_tests, kit_tests
 from .collection import STATIC_PROPERTY, is_suite_item
 from .fixtures import TARGET_PROPERTY
 
@@ -118,13 +120,16 @@ def _subset_reasons(config: pytest.Config, ledger: Ledger) -> list[str]:
         reasons.append("--deselect")
     if ledger.deselected:
         reasons.append(f"{ledger.deselected} kit test(s) deselected")
-    every = set(kit_tests())
     seen: dict[str, set[str]] = {}
+    focus: dict[str, frozenset[Cap] | None] = {}
     for record in ledger.records.values():
         suite = record.static.get("suite")
         if suite:
             seen.setdefault(str(suite), set()).add(str(record.static.get("function")))
+            under_test = record.static.get("under_test")
+            focus[str(suite)] = None if under_test is None else frozenset(map(Cap, under_test))
     for suite, names in sorted(seen.items()):
+        every = focused_kit_tests(focus[suite])  # a focused suite's kit is its focus
         left_out = sorted(every - names)
         if left_out:
             shown = ", ".join(left_out[:3]) + (", ..." if len(left_out) > 3 else "")
@@ -195,10 +200,15 @@ class ProofGate:
 
 def _show(tr: Any, result: TargetResult, subset: bool) -> None:
     target = result.target
+    focus = (
+        f", {len(result.judged)} under test ({', '.join(result.under_test)})"
+        if result.under_test is not None
+        else ""
+    )
     tr.write_line(
         f"{result.key}: {target['distribution']} {target['version']}, SPI "
-        f"{target['spi_version']}: {len(result.declared)} declared, "
-        f"{len(result.declared) - len(result.unproven)} proven"
+        f"{target['spi_version']}: {len(result.declared)} declared{focus}, "
+        f"{len(result.judged) - len(result.unproven)} proven"
     )
     if result.proven:
         shown = ", ".join(f"{c} ({len(ids)})" for c, ids in sorted(result.proven.items()))
@@ -211,19 +221,19 @@ def _show(tr: Any, result: TargetResult, subset: bool) -> None:
     for line in explain(result.why_unproven, subset):
         tr.write_line(f"  {line}", red=not subset, yellow=subset)
     gate = result.gate(subset)
+    what = "declared" if result.under_test is None else "under test"
     if gate == "failed":
         tr.write_line(
-            f"  proof gate FAILED: declared but unproven: {', '.join(result.unproven)}",
+            f"  proof gate FAILED: {what} but unproven: {', '.join(result.unproven)}",
             red=True,
             bold=True,
         )
     elif gate == "warning":
         tr.write_line(
-            "  proof gate WARNING (subset run, not a verdict): declared but not proven "
+            f"  proof gate WARNING (subset run, not a verdict): {what} but not proven "
             f"in this run: {', '.join(result.unproven)}",
             yellow=True,
         )
     else:
-        tr.write_line(
-            "  proof gate passed: every kit test of every declared capability passed", green=True
-        )
+        which = "declared capability" if result.under_test is None else "capability under test"
+        tr.write_line(f"  proof gate passed: every kit test of every {which} passed", green=True)

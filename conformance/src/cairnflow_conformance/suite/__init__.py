@@ -14,12 +14,12 @@ the end that each declared capability was proven.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
 
 from cairnflow import Cap
 
-from .._markers import PROVES, REFUSES, parse_capability
+from .._markers import PROVES, REFUSES, KitMarks, parse_capability
 from .admin import CancelAllTests, CancelStepTests, DeleteRunTests, JobRetryTests, RetryRunTests
 from .baseline import BaselineTests
 from .branches import CompensationTests, WaitBranchTests
@@ -66,7 +66,15 @@ from .transactions import TransactionalEnqueueTests
 from .waits import CancelTests, SignalTests, SleepTests
 from .wakeups import NotifyTests
 
-__all__ = ["ConformanceSuite", "kit_tests", "proving_tests", "refusing_tests"]
+__all__ = [
+    "ConformanceSuite",
+    "focused_kit_tests",
+    "in_focus",
+    "kit_tests",
+    "proving_tests",
+    "refusing_tests",
+    "suite_focus",
+]
 
 
 class ConformanceSuite(
@@ -140,6 +148,73 @@ class ConformanceSuite(
     may override a kit test only to mark it ``pytest.mark.xfail(reason=...)``;
     deleting or replacing one otherwise fails the session.
     """
+
+    capabilities_under_test: ClassVar[Iterable[Cap | str] | None] = None
+    """The capabilities this suite proves, when it proves only some of what its store declares.
+
+    ``None`` (the default) runs the whole kit and asks that every declared
+    capability be proven. A suite for one part of a store whose own kit runs
+    elsewhere (a notifier given to a driver's store: ``{Cap.NOTIFY}``) names
+    that part. Then only the kit tests that prove, require or refuse one of
+    these capabilities run, with the baseline tests (``@proves()``); the others
+    are not collected, so the run is no subset. The proof gate asks that each
+    of these capabilities the store declares be proven, and the report lists
+    them as the target's ``under_test``. See :func:`suite_focus`.
+    """
+
+
+def suite_focus(cls: type) -> frozenset[Cap] | None:
+    """The capabilities ``cls`` puts under test (its ``capabilities_under_test``), or None.
+
+    Raises :class:`~cairnflow_conformance.UnknownCapability` for a name outside
+    ``cairnflow.Cap``, and :class:`ValueError` for an empty or non-iterable value.
+    """
+    where = f"{cls.__qualname__}.capabilities_under_test"
+    value = getattr(cls, "capabilities_under_test", None)
+    if value is None:
+        return None
+    if isinstance(value, str | Cap) or not isinstance(value, Iterable):
+        raise ValueError(
+            f"{where} must be a set of capabilities, e.g. frozenset({{Cap.NOTIFY}}); got {value!r}"
+        )
+    focus = frozenset(parse_capability(v, where) for v in value)
+    if not focus:
+        raise ValueError(f"{where} names no capability; leave it None to run the whole kit")
+    return focus
+
+
+def in_focus(marks: KitMarks, focus: frozenset[Cap] | None) -> bool:
+    """Whether a kit test marked ``marks`` runs in a suite that puts ``focus`` under test.
+
+    Every test runs in a whole-kit suite (``focus`` None). A focused suite runs a
+    test that proves, requires or refuses a capability of ``focus``, and the
+    baseline tests, which prove nothing and every store must pass.
+    """
+    if focus is None:
+        return True
+    return bool((marks.proves | marks.requires | marks.refuses) & focus) or not (
+        marks.proves or marks.refuses
+    )
+
+
+def focused_kit_tests(focus: frozenset[Cap] | None) -> frozenset[str]:
+    """The names of the kit tests of which at least one case runs in a suite focused on
+    ``focus`` (:func:`in_focus`; a parametrized test's cases are judged one by one)."""
+    names: set[str] = set()
+    for name, function in kit_tests().items():
+        marks = list(getattr(function, "pytestmark", []))
+        cases = [
+            [*marks, *getattr(value, "marks", ())]
+            for param in marks
+            if param.name == "parametrize"
+            for value in param.args[1]
+        ] or [marks]
+        for case in cases:
+            found = KitMarks.from_marks(case, name)
+            if found is not None and in_focus(found, focus):
+                names.add(name)
+                break
+    return frozenset(names)
 
 
 def kit_tests() -> dict[str, Callable[..., Any]]:
