@@ -26,6 +26,7 @@ import pymysql
 import pytest
 
 import cairnflow as cf
+from cairnflow.testing import wait_until
 from cairnflow_mysql import MySQLStore, broken_trigger
 from cairnflow_mysql._url import parse_url
 
@@ -114,16 +115,22 @@ def workflow() -> cf.Workflow:
     return wf
 
 
+def broken_client(server: Server, store: MySQLStore, prefix: str) -> cf.Client:
+    """A client of ``store``, migrated, whose steps table has a broken cached copy."""
+    store.migrate()
+    client = cf.Client(store, notifier=False)
+    client.register(workflow())
+    add_slow_trigger(server, prefix)
+    break_cached_steps(server, prefix)
+    return client
+
+
 def test_a_broken_cached_trigger_is_flushed_and_the_enqueue_runs_again(
     server: Server, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = MySQLStore(server.url, table_prefix=prefix, pool_size=2)
     try:
-        store.migrate()
-        client = cf.Client(store, notifier=False)
-        client.register(workflow())
-        add_slow_trigger(server, prefix)
-        break_cached_steps(server, prefix)
+        client = broken_client(server, store, prefix)
         with caplog.at_level(logging.WARNING, logger="cairnflow.mysql"):
             run_id = client.enqueue("flushed", {"n": 1})
         assert client.info(run_id).status == "queued"
@@ -131,6 +138,37 @@ def test_a_broken_cached_trigger_is_flushed_and_the_enqueue_runs_again(
         assert flushed, "the enqueue went through without meeting the broken copy"
         assert probe(server, prefix) is None  # the copy left the cache: writes go through
     finally:
+        store.close()
+
+
+def test_a_broken_cached_trigger_met_by_enqueue_tx_is_flushed_once_the_application_rolls_back(
+    server: Server, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The application's transaction is its own: the store neither runs it again nor flushes
+    # on its connection (a FLUSH commits). The application gets the error, and the store
+    # flushes on a connection of its own, which waits for the application's rollback.
+    store = MySQLStore(server.url, table_prefix=prefix, pool_size=2)
+    app = server.connect(autocommit=False)
+    try:
+        client = broken_client(server, store, prefix)
+        with caplog.at_level(logging.WARNING, logger="cairnflow.mysql"):
+            with pytest.raises(pymysql.err.MySQLError) as raised:
+                client.enqueue_tx(app, "flushed", {"n": 1})
+            assert broken_trigger(raised.value), raised.value
+            app.rollback()
+            wait_until(
+                lambda: probe(server, prefix) is None,
+                timeout=120,
+                what="the store's flush of the broken copy after the application's rollback",
+            )
+        flushed = [r for r in caplog.records if "FLUSH TABLES" in r.getMessage()]
+        assert flushed, "the copy left the cache without the store's flush"
+        run_id = client.enqueue_tx(app, "flushed", {"n": 2})  # the application's retry
+        app.commit()
+        assert client.info(run_id).status == "queued"
+        assert server.query(f"SELECT COUNT(*) FROM `{prefix}runs`") == [(1,)]
+    finally:
+        app.close()
         store.close()
 
 

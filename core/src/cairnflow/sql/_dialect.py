@@ -373,6 +373,18 @@ class Dialect:
         :class:`~cairnflow.CairnError` naming what the operator must do.
         """
 
+    def recovers(self, error: BaseException) -> bool:
+        """Whether :meth:`recover` repairs something after ``error`` (default: never).
+
+        The application's own transaction (``enqueue_tx``) is neither run again
+        nor repaired on its connection: the application gets ``error`` and
+        decides. When this returns True, the SQL layer runs :meth:`recover` on a
+        connection of the store's own in the background, so the application's
+        next try finds the repair made (see
+        :meth:`~cairnflow.sql.Transactions.application_error`).
+        """
+        return False
+
     def claim(self, cursor: Cursor, plan: ClaimPlan) -> list[ClaimedRow]:
         """Lease the steps ``plan`` describes in the open transaction; return their rows.
 

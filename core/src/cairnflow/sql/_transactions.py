@@ -19,7 +19,10 @@ goes through).
 
 The application's own transaction (``enqueue_tx``) is never retried, committed
 or rolled back here (:meth:`Transactions.in_application`): that is the
-application's to do.
+application's to do. What its error left for the dialect to repair (MariaDB's
+broken cached trigger) is repaired on a connection of the store's own, in the
+background, once the application's transaction lets it
+(:meth:`Transactions.application_error`).
 """
 
 from __future__ import annotations
@@ -191,6 +194,8 @@ class Transactions:
         self.attempts = attempts
         self.driver = driver
         self.stats = stats
+        self._recovering = False
+        self._recovering_lock = threading.Lock()
 
     def execute(self, cursor: Cursor, sql: str, params: Sequence[Any] = ()) -> Cursor:
         """Run one portable statement on ``cursor``; return the cursor, to read it.
@@ -367,8 +372,14 @@ class Transactions:
     def application_error(self, error: Exception) -> Exception:
         """What to raise for ``error`` from the application's transaction (raise it ``from``
         ``error`` unless it is ``error`` itself): sorted as in :meth:`committing`, never
-        retried. The async ``enqueue_tx`` sorts its driver's errors here too."""
+        retried. The async ``enqueue_tx`` sorts its driver's errors here too.
+
+        A retryable error the dialect repairs (:meth:`Dialect.recovers`) is still the
+        application's to retry, but a retry alone would meet it again: the repair
+        starts here, in the background (:meth:`recover_later`)."""
         kind = self.classify(error)
+        if kind.retryable and self.dialect.recovers(error):
+            self.recover_later(error)
         if kind.unique_violation:
             return UniqueViolation(str(error))
         if kind.refused:
@@ -376,6 +387,39 @@ class Transactions:
         if kind.unavailable:
             return unavailable(self.driver, error)
         return error
+
+    def recover_later(self, error: BaseException) -> threading.Thread | None:
+        """Run :meth:`Dialect.recover` for ``error`` on a connection of the store's own, in a
+        thread; return it (None: a repair is already under way, and covers this error).
+
+        Not on the application's connection: its transaction is the application's, and
+        a repair may end a transaction (MariaDB's ``FLUSH TABLES`` commits). The repair
+        may wait for that transaction (the flush waits for every statement using its
+        tables), so it never runs in the caller's thread. What it raises is logged.
+        """
+        with self._recovering_lock:
+            if self._recovering:
+                return None
+            self._recovering = True
+
+        def repair() -> None:
+            try:
+                with self.connections.connection() as conn:
+                    cursor = conn.cursor()
+                    try:
+                        self.dialect.recover(cursor, error)
+                    finally:
+                        close_quietly(cursor)
+                        rollback_quietly(conn)
+            except Exception:
+                log.exception("the repair after an error in an application's transaction failed")
+            finally:
+                with self._recovering_lock:
+                    self._recovering = False
+
+        thread = threading.Thread(target=repair, name="cairnflow-recover", daemon=True)
+        thread.start()
+        return thread
 
     def read(self, work: Callable[[Cursor], T]) -> T:
         """Run ``work(cursor)`` in one read-only transaction."""

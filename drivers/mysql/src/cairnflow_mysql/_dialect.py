@@ -177,6 +177,10 @@ class MySQLDialect(Dialect):
             retry_log.debug("retryable error %s: the transaction runs again", error)
         return found
 
+    def recovers(self, error: BaseException) -> bool:
+        """True for a broken cached trigger (:meth:`recover` flushes its tables)."""
+        return bool(self.trigger_tables) and broken_trigger(error)
+
     def recover(self, cursor: Cursor, error: BaseException) -> None:
         """Evict the store's trigger tables from the table cache if a copy holds a broken trigger.
 
@@ -191,7 +195,7 @@ class MySQLDialect(Dialect):
         privilege: without it, a :class:`~cairnflow.CairnError` says so, since
         no retry can succeed until the copy leaves the cache.
         """
-        if not broken_trigger(error) or not self.trigger_tables:
+        if not self.recovers(error):
             return
         tables = ", ".join(self.trigger_tables)
         log.warning(
