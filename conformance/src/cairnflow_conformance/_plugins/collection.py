@@ -93,7 +93,7 @@ def _xfail_with_reason(function: Callable[..., Any]) -> bool:
     return False
 
 
-def _suite_class(node: pytest.Collector) -> type | None:
+def _suite_class(node: pytest.Collector) -> type[ConformanceSuite] | None:
     obj = getattr(node, "obj", None)
     if (
         isinstance(node, pytest.Class)

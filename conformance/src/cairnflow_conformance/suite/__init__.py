@@ -158,19 +158,20 @@ class ConformanceSuite(
     that part. Then only the kit tests that prove, require or refuse one of
     these capabilities run, with the baseline tests (``@proves()``); the others
     are not collected, so the run is no subset. The proof gate asks that each
-    of these capabilities the store declares be proven, and the report lists
-    them as the target's ``under_test``. See :func:`suite_focus`.
+    of these capabilities be proven (one the store does not declare is
+    unproven), and the report lists them as the target's ``under_test``. See
+    :func:`suite_focus`.
     """
 
 
-def suite_focus(cls: type) -> frozenset[Cap] | None:
+def suite_focus(cls: type[ConformanceSuite]) -> frozenset[Cap] | None:
     """The capabilities ``cls`` puts under test (its ``capabilities_under_test``), or None.
 
     Raises :class:`~cairnflow_conformance.UnknownCapability` for a name outside
     ``cairnflow.Cap``, and :class:`ValueError` for an empty or non-iterable value.
     """
     where = f"{cls.__qualname__}.capabilities_under_test"
-    value = getattr(cls, "capabilities_under_test", None)
+    value = cls.capabilities_under_test
     if value is None:
         return None
     if isinstance(value, str | Cap) or not isinstance(value, Iterable):
