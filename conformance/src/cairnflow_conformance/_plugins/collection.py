@@ -153,23 +153,16 @@ def item_marks(item: pytest.Item) -> KitMarks | None:
     return KitMarks.from_marks(getattr(kit_function, "pytestmark", []), item.nodeid)
 
 
-def _runs(item: pytest.Item) -> bool:
-    """False for a kit test outside its suite's focus (a driver's own test always runs)."""
-    focus = _focus(item)
-    marks = item_marks(item) if focus is not None else None
-    return marks is None or in_focus(marks, focus)
-
-
 def _focus(item: pytest.Item) -> frozenset[Cap] | None:
     """The capabilities ``item``'s suite puts under test (None: the whole kit, or no suite)."""
     cls = getattr(item, "cls", None)
     return suite_focus(cls) if is_suite_item(item) and cls is not None else None
 
 
-def _static(item: pytest.Item) -> dict[str, Any] | None:
-    marks = item_marks(item)
+def _static(
+    item: pytest.Item, marks: KitMarks | None, focus: frozenset[Cap] | None
+) -> dict[str, Any] | None:
     suite = is_suite_item(item)
-    focus = _focus(item)
     if marks is None and not suite:
         return None
     function = getattr(item, "function", None)
@@ -190,8 +183,13 @@ def _static(item: pytest.Item) -> dict[str, Any] | None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep a focused suite's tests in its focus; attach what collection knows to each
     kit test, so it travels on its reports."""
-    items[:] = [item for item in items if _runs(item)]
+    kept: list[pytest.Item] = []
     for item in items:
-        static = _static(item)
+        marks, focus = item_marks(item), _focus(item)
+        if marks is not None and not in_focus(marks, focus):
+            continue  # a kit test outside its suite's focus (a driver's own test always runs)
+        kept.append(item)
+        static = _static(item, marks, focus)
         if static is not None:
             item.user_properties.append((STATIC_PROPERTY, static))
+    items[:] = kept

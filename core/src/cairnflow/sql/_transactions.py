@@ -194,8 +194,8 @@ class Transactions:
         self.attempts = attempts
         self.driver = driver
         self.stats = stats
-        self._recovering = False
-        self._recovering_lock = threading.Lock()
+        self._repairing = threading.Lock()
+        """Held by the thread of :meth:`recover_later` while its repair runs."""
 
     def execute(self, cursor: Cursor, sql: str, params: Sequence[Any] = ()) -> Cursor:
         """Run one portable statement on ``cursor``; return the cursor, to read it.
@@ -397,10 +397,8 @@ class Transactions:
         may wait for that transaction (the flush waits for every statement using its
         tables), so it never runs in the caller's thread. What it raises is logged.
         """
-        with self._recovering_lock:
-            if self._recovering:
-                return None
-            self._recovering = True
+        if not self._repairing.acquire(blocking=False):
+            return None
 
         def repair() -> None:
             try:
@@ -414,8 +412,7 @@ class Transactions:
             except Exception:
                 log.exception("the repair after an error in an application's transaction failed")
             finally:
-                with self._recovering_lock:
-                    self._recovering = False
+                self._repairing.release()
 
         thread = threading.Thread(target=repair, name="cairnflow-recover", daemon=True)
         thread.start()
