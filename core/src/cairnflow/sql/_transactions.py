@@ -390,7 +390,8 @@ class Transactions:
 
     def recover_later(self, error: BaseException) -> threading.Thread | None:
         """Run :meth:`Dialect.recover` for ``error`` on a connection of the store's own, in a
-        thread; return it (None: a repair is already under way, and covers this error).
+        thread; return it (None: a repair is already under way, and covers this error, or no
+        thread could be started).
 
         Not on the application's connection: its transaction is the application's, and
         a repair may end a transaction (MariaDB's ``FLUSH TABLES`` commits). The repair
@@ -415,7 +416,14 @@ class Transactions:
                 self._repairing.release()
 
         thread = threading.Thread(target=repair, name="cairnflow-recover", daemon=True)
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # no thread (interpreter shutdown, no resources)
+            # Free the flag, so a later error can start the repair; the caller's own error
+            # is what it reports, not this one.
+            self._repairing.release()
+            log.warning("the repair after an error could not start", exc_info=True)
+            return None
         return thread
 
     def read(self, work: Callable[[Cursor], T]) -> T:
